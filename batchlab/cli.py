@@ -1,0 +1,115 @@
+"""``batchlab``: the command line. Parsing only; each command lives with its subsystem."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_MATRIX = PROJECT_ROOT / "matrices" / "default.toml"
+DEFAULT_GOLDENS = PROJECT_ROOT / "goldens"
+
+
+def shown(path: Path) -> str:
+    """A path as a user would type it from where they stand."""
+    try:
+        return str(Path(path).resolve().relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+def _matrix_args(p: argparse.ArgumentParser, goldens: bool = True) -> None:
+    p.add_argument("--matrix", type=Path, default=DEFAULT_MATRIX,
+                   help="TOML matrix (default: matrices/default.toml)")
+    p.add_argument("--filter", default=None,
+                   help="cell ids containing this text, or a glob (* ? []); comma = or")
+    if goldens:
+        p.add_argument("--goldens", type=Path, default=DEFAULT_GOLDENS,
+                       help="golden folder (default: goldens/)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="batchlab", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    zoo = sub.add_parser("zoo", help="the built-in tiny models").add_subparsers(
+        dest="zoo_command", required=True)
+    zoo.add_parser("list", help="every zoo model: architecture, layers, dtype, fingerprint")
+    build = zoo.add_parser("build", help="build zoo models into the cache folder")
+    build.add_argument("names", nargs="*", help="zoo names (default: all)")
+
+    matrix = sub.add_parser("matrix", help="expand and run matrices").add_subparsers(
+        dest="matrix_command", required=True)
+    ls = matrix.add_parser("list", help="print the cell ids of a matrix")
+    _matrix_args(ls, goldens=False)
+    run = matrix.add_parser("run", help="run a matrix against goldens (or --live oracle)")
+    _matrix_args(run)
+    run.add_argument("--live", action="store_true",
+                     help="run mlx-lm's oracle in-process instead of reading goldens")
+    run.add_argument("--report", type=Path, default=None,
+                     help="report folder (default: reports/runs/<utc time>)")
+    run.add_argument("--jobs", type=int, default=1, help="worker processes")
+    run.add_argument("--shard", default=None, help="I/N: run every N-th cell from the I-th")
+    run.add_argument("--strict", action="store_true",
+                     help="ORACLE-BUG and UNSUPPORTED cells fail the run too")
+
+    golden = sub.add_parser("golden", help="make and check goldens").add_subparsers(
+        dest="golden_command", required=True)
+    regen = golden.add_parser("regen", help="run the oracle and (re)write goldens")
+    _matrix_args(regen)
+    regen.add_argument("--jobs", type=int, default=1, help="worker processes")
+    check = golden.add_parser("check", help="report missing, stale and corrupt goldens")
+    _matrix_args(check)
+
+    selftest = sub.add_parser("selftest", help="inject known batching bugs; each must be caught")
+    selftest.add_argument("--matrix", type=Path, default=DEFAULT_MATRIX)
+    selftest.add_argument("--goldens", type=Path, default=DEFAULT_GOLDENS)
+    selftest.add_argument("--bug", default=None, help="run only bugs whose name contains this")
+
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    from rich.console import Console
+
+    console = Console()
+    try:
+        return _dispatch(args, console)
+    except ValueError as err:
+        console.print(f"[bold red]error:[/] {err}", highlight=False)
+        return 2
+    except KeyboardInterrupt:
+        console.print("[yellow]interrupted[/]")
+        return 130
+
+
+def _dispatch(args, console) -> int:
+    if args.command == "zoo":
+        from batchlab.zoo import commands
+
+        if args.zoo_command == "list":
+            return commands.list_command(console)
+        return commands.build_command(args.names, console)
+    if args.command == "matrix":
+        from batchlab.matrix import commands
+
+        if args.matrix_command == "list":
+            return commands.list_command(args, console)
+        return commands.run_command(args, console)
+    if args.command == "golden":
+        from batchlab.golden import commands
+
+        if args.golden_command == "regen":
+            return commands.regen_command(args, console)
+        return commands.check_command(args, console)
+    if args.command == "selftest":
+        from batchlab.selftest.run import selftest_command
+
+        return selftest_command(args, console)
+    return args.func(args, console)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,106 @@
+"""The two batches a scheduler owns: rows being prefilled and rows decoding.
+
+Each holds its sequences in batch order and one engine cache per model layer. Every
+change of membership goes through ``filter`` / ``extend`` on both at once, so row i of
+the sequence list is always row i of every cache.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+
+import mlx.core as mx
+
+from batchlab.engine import layers
+from batchlab.engine.sampler import GREEDY, RowSampler, SamplingParams
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Request:
+    """What a caller asks for. Rows are known by name, never by batch position."""
+
+    name: str
+    prompt: tuple[int, ...]
+    max_tokens: int
+    sampling: SamplingParams = GREEDY
+
+    def __post_init__(self):
+        if not self.prompt:
+            raise ValueError(f"request {self.name!r} has an empty prompt; give at least one id")
+        if self.max_tokens <= 0:
+            raise ValueError(f"request {self.name!r}: max_tokens must be > 0")
+
+
+@dataclass(slots=True, kw_only=True)
+class Sequence:
+    """A request in flight. ``unprefilled`` excludes the last prompt token, which the
+    first decode step feeds (as mlx-lm does)."""
+
+    request: Request
+    unprefilled: list[int]
+    sampler: RowSampler
+    num_emitted: int = 0
+
+    @classmethod
+    def start(cls, request: Request) -> "Sequence":
+        return cls(request=request, unprefilled=list(request.prompt[:-1]),
+                   sampler=RowSampler(request.sampling))
+
+    @property
+    def name(self) -> str:
+        return self.request.name
+
+
+@dataclass(slots=True, kw_only=True)
+class PromptBatch:
+    seqs: list[Sequence] = field(default_factory=list)
+    caches: list = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.seqs)
+
+    def extend(self, other: "PromptBatch") -> None:
+        self.seqs += other.seqs
+        self.caches = layers.extend_layers(self.caches, other.caches)
+
+    def filter(self, keep: list[int]) -> None:
+        self.seqs = [self.seqs[i] for i in keep]
+        self.caches = layers.filter_layers(self.caches, keep) if keep else []
+
+    def split(self, take: list[int]) -> "PromptBatch":
+        """Move rows ``take`` into a new batch. Both sides are filtered, as mlx-lm does,
+        so the moved rows' shared left padding is trimmed the same way."""
+        taken = PromptBatch(seqs=list(self.seqs), caches=copy.deepcopy(self.caches))
+        taken.filter(take)
+        self.filter([i for i in range(len(self.seqs)) if i not in set(take)])
+        return taken
+
+
+@dataclass(slots=True, kw_only=True)
+class DecodeBatch:
+    """Rows decoding. ``inputs`` are the tokens the next forward feeds; ``input_logprobs``
+    the (V,) vectors they were sampled from, emitted together one step later."""
+
+    seqs: list[Sequence] = field(default_factory=list)
+    caches: list = field(default_factory=list)
+    inputs: mx.array | None = None
+    input_logprobs: list = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.seqs)
+
+    def extend(self, other: "DecodeBatch") -> None:
+        """Append ``other``'s rows at the END (joiners never displace running rows)."""
+        self.seqs += other.seqs
+        self.caches = layers.extend_layers(self.caches, other.caches)
+        self.inputs = other.inputs if self.inputs is None else mx.concatenate(
+            [self.inputs, other.inputs]
+        )
+        self.input_logprobs += other.input_logprobs
+
+    def filter(self, keep: list[int]) -> None:
+        self.seqs = [self.seqs[i] for i in keep]
+        self.caches = layers.filter_layers(self.caches, keep) if keep else []
+        self.inputs = self.inputs[mx.array(keep)] if keep else None
+        self.input_logprobs = [self.input_logprobs[i] for i in keep]

@@ -1,0 +1,175 @@
+"""The l1 scheduler: one ``step()`` is one tick of continuous batching.
+
+The schedule reproduces mlx-lm 0.32's BatchGenerator, because on sliding-window models
+(and on every GPU) the bits depend on which rows share a forward and how their caches
+are laid out. One step, in order:
+
+1. decode: one forward for every running row; each row emits the token it fed in,
+   with the logprobs it was sampled from one step earlier (a pipelined loop: the
+   forward of step n is queued before step n-1's tokens are read). Rows that reach
+   ``max_tokens`` leave after this forward.
+2. admit: up to ``prefill_batch_size`` queued requests join the prompt batch (with
+   fresh, empty caches), unless ``completion_batch_size`` rows are already decoding.
+3. join: prompt-batch rows whose prompt is prefilled up to its last token are split
+   off and take their FIRST decode step alone, as their own batch (B = the joiners),
+   then are appended to the END of the running batch. A length-1 prompt has nothing
+   to prefill, so it joins in the step it is admitted and decodes before the others.
+4. prefill: the next chunk (``prefill_step_size``) of every remaining prompt row, in
+   one right-padded forward; the caches then roll each row right-justified.
+
+Worked example (docs/schedule.md has the full trace): rows A (5 tokens) and B (1 token)
+inserted before step 0, C (3 tokens) before step 3, A removed before step 8:
+
+    step 0: admit A,B; B joins (solo first step); prefill A[:4]
+    step 1: decode {B} (B emits nothing yet: its first token is still in flight);
+            A joins (solo first step) -> running [B, A]
+    step 2: decode [B, A]: B emits token 1, A emits token 1
+    step 3: decode [B, A]; admit C; prefill C[:2]
+    step 4: decode [B, A]; C joins -> running [B, A, C]
+    step 8: A removed, then decode [B, C] (filter trims the shared left padding)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import mlx.core as mx
+import mlx.nn as nn
+
+from batchlab.engine import layers
+from batchlab.engine.batch import DecodeBatch, PromptBatch, Request, Sequence
+from batchlab.engine.config import MLX_LM_DEFAULTS, ScheduleConfig
+from batchlab.engine.sampler import sample_rows
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Emission:
+    """A token a row emitted, with the (V,) logprobs it was sampled from."""
+
+    name: str
+    token: int
+    logprobs: mx.array
+    finished: bool
+
+
+class Scheduler:
+    def __init__(self, model: nn.Module, config: ScheduleConfig = MLX_LM_DEFAULTS):
+        self.model = model
+        self.config = config
+        self.max_decoding = max(config.completion_batch_size, config.prefill_batch_size)
+        self.queue: list[Sequence] = []
+        self.prompt = PromptBatch()
+        self.decode = DecodeBatch()
+
+    @property
+    def num_active(self) -> int:
+        return len(self.queue) + len(self.prompt) + len(self.decode)
+
+    def insert(self, requests: list[Request]) -> None:
+        names = {s.name for s in self._all_seqs()}
+        for request in requests:
+            if request.name in names:
+                raise ValueError(f"row {request.name!r} is already in flight; names are unique")
+            names.add(request.name)
+            self.queue.append(Sequence.start(request))
+
+    def remove(self, names: list[str]) -> None:
+        """Evict rows wherever they are; unknown or finished names are ignored."""
+        gone = set(names)
+        self.queue = [s for s in self.queue if s.name not in gone]
+        for batch in (self.prompt, self.decode):
+            keep = [i for i, s in enumerate(batch.seqs) if s.name not in gone]
+            if len(keep) < len(batch):
+                batch.filter(keep)
+
+    def step(self) -> list[Emission]:
+        emitted = self._decode_step() if len(self.decode) else []
+        if len(self.decode) >= self.max_decoding:
+            return emitted
+        self._admit()
+        self._join_prefilled()
+        self._prefill_chunk()
+        return emitted
+
+    def _all_seqs(self):
+        return [*self.queue, *self.prompt.seqs, *self.decode.seqs]
+
+    def _forward_logprobs(self, inputs: mx.array, caches: list) -> mx.array:
+        logits = self.model(inputs[:, None], cache=caches)[:, -1, :]
+        return logits - mx.logsumexp(logits, axis=-1, keepdims=True)
+
+    def _sample(self, batch: DecodeBatch, logprobs: mx.array) -> None:
+        batch.inputs = sample_rows(logprobs, [s.sampler for s in batch.seqs])
+        batch.input_logprobs = list(logprobs)
+        mx.async_eval(batch.inputs, batch.input_logprobs)
+
+    def _decode_step(self) -> list[Emission]:
+        batch = self.decode
+        fed, fed_logprobs = batch.inputs, batch.input_logprobs
+        self._sample(batch, self._forward_logprobs(fed, batch.caches))
+        tokens = fed.tolist()  # already computed: the previous step queued it
+        emitted, keep = [], []
+        for i, seq in enumerate(batch.seqs):
+            seq.num_emitted += 1
+            finished = seq.num_emitted >= seq.request.max_tokens
+            emitted.append(Emission(name=seq.name, token=tokens[i],
+                                    logprobs=fed_logprobs[i], finished=finished))
+            if not finished:
+                keep.append(i)
+        if len(keep) < len(batch):
+            batch.filter(keep)
+        return emitted
+
+    def _admit(self) -> None:
+        n = min(self.config.prefill_batch_size - len(self.prompt),
+                self.max_decoding - len(self.decode), len(self.queue))
+        if n <= 0:
+            return
+        seqs, self.queue = self.queue[:n], self.queue[n:]
+        fresh = PromptBatch(seqs=seqs, caches=layers.make_batch_caches(self.model, n))
+        if len(self.prompt):
+            self.prompt.extend(fresh)
+        else:
+            self.prompt = fresh
+
+    def _join_prefilled(self) -> None:
+        ready = [i for i, s in enumerate(self.prompt.seqs) if not s.unprefilled]
+        if not ready:
+            return
+        joiners = self.prompt.split(ready)
+        last = mx.array([s.request.prompt[-1] for s in joiners.seqs])
+        first = DecodeBatch(seqs=joiners.seqs, caches=joiners.caches)
+        self._sample(first, self._forward_logprobs(last, first.caches))
+        if len(self.decode):
+            self.decode.extend(first)
+        else:
+            self.decode = first
+
+    def _prefill_chunk(self) -> None:
+        if not len(self.prompt):
+            return
+        chunks = []
+        for seq in self.prompt.seqs:
+            n = min(len(seq.unprefilled), self.config.prefill_step_size)
+            chunks.append(seq.unprefilled[:n])
+            seq.unprefilled = seq.unprefilled[n:]
+        prefill(self.model, self.prompt.caches, chunks, self.config.prefill_step_size)
+
+
+def prefill(model: nn.Module, caches: list, chunks: list[list[int]], step_size: int) -> None:
+    """One right-padded batched forward over ``chunks`` (one per row); the caches end
+    with every row right-justified (left padding), ready to decode."""
+    lengths = [len(c) for c in chunks]
+    width = max(lengths)
+    right_padding = [width - n for n in lengths]
+    padded = any(right_padding)
+    if padded:
+        layers.prepare_layers(caches, lengths=lengths, right_padding=right_padding)
+    tokens = mx.array([c + [0] * (width - len(c)) for c in chunks])
+    while tokens.shape[1] > 0:
+        model(tokens[:, :step_size], cache=caches)
+        mx.eval(layers.layer_state(caches))
+        tokens = tokens[:, step_size:]
+    if padded:
+        layers.finalize_layers(caches)
+        mx.eval(layers.layer_state(caches))

@@ -1,0 +1,69 @@
+"""Which goldens of a matrix are missing, stale or corrupt, without running anything."""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from pathlib import Path
+
+from batchlab.backend import backend_key, versions
+from batchlab.engine.config import MLX_LM_DEFAULTS
+from batchlab.golden.store import GoldenError, Stamp, golden_path, read_golden
+from batchlab.matrix.cell import Cell
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GoldenProblem:
+    scenario_id: str
+    status: str  # NO-GOLDEN, STALE or CORRUPT
+    message: str
+
+
+def regen_command(matrix: str | Path, scenario_id: str, goldens: Path | None = None) -> str:
+    extra = f" --goldens {goldens}" if goldens and Path(goldens) != Path("goldens") else ""
+    return f"batchlab golden regen --matrix {matrix}{extra} --filter '{scenario_id}'"
+
+
+def expected_stamp(cell: Cell, fingerprint: str) -> Stamp:
+    """What a golden for ``cell`` made by this process would be stamped with."""
+    return Stamp(
+        cell_id=cell.scenario_id,
+        definition_digest=cell.definition_digest(),
+        backend=backend_key(),
+        versions=versions(),
+        fingerprint=fingerprint,
+        schedule=MLX_LM_DEFAULTS.as_dict(),
+    )
+
+
+def unique_scenarios(cells: list[Cell]) -> list[Cell]:
+    seen: dict[str, Cell] = {}
+    for cell in cells:
+        seen.setdefault(cell.scenario_id, cell)
+    return list(seen.values())
+
+
+@functools.cache
+def model_fingerprint(model: str) -> str:
+    from batchlab.zoo import fingerprint, resolve
+
+    return fingerprint(resolve(model))
+
+
+def load_checked(cell: Cell, root: Path, matrix: str | Path):
+    """The golden for ``cell`` or a GoldenError naming the file and the regen command."""
+    path = golden_path(root, backend_key(), cell.golden_stem)
+    stamp = expected_stamp(cell, model_fingerprint(cell.model))
+    return read_golden(path, stamp, regen_command(matrix, cell.scenario_id, root))
+
+
+def check_goldens(cells: list[Cell], root: Path, matrix: str | Path) -> list[GoldenProblem]:
+    problems = []
+    for cell in unique_scenarios(cells):
+        try:
+            load_checked(cell, root, matrix)
+        except GoldenError as err:
+            problems.append(
+                GoldenProblem(scenario_id=cell.scenario_id, status=err.status, message=str(err))
+            )
+    return problems

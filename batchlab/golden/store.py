@@ -1,0 +1,177 @@
+"""Golden files: one JSON per cell and backend, written atomically, read suspiciously.
+
+    goldens/<backend-key>/<cell id with / as __>.json
+
+A golden holds the oracle's trajectory (per row and emitted token: the step, the token,
+a sha256 of the logprobs bytes and the top-k entries), the stamps that make it stale
+when they change (mlx and mlx-lm versions, backend key, weights fingerprint, the cell's
+definition) and a digest of its own content, so a truncated or hand-edited file is an
+error, never a pass. Only oracle code calls ``write_golden``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from batchlab.trajectory import Step, Trajectory
+
+FORMAT = 1
+
+
+class GoldenError(Exception):
+    """A golden that cannot be trusted. ``status`` is NO-GOLDEN, STALE or CORRUPT."""
+
+    def __init__(self, status: str, path: Path, why: str, fix: str):
+        self.status, self.path, self.why, self.fix = status, path, why, fix
+        super().__init__(f"{status}: golden {path} {why}; fix: {fix}")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Stamp:
+    """What a golden was made from. Any difference makes it stale."""
+
+    cell_id: str
+    definition_digest: str
+    backend: str
+    versions: dict
+    fingerprint: str
+    schedule: dict
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Golden:
+    stamp: Stamp
+    oracle: str
+    dtype: str
+    serial_check: str  # "agrees", "oracle-bug" or "skipped: <why>"
+    oracle_bug: dict | None
+    trajectory: Trajectory | None  # None when batch mode crashed
+
+
+def golden_path(root: Path, backend: str, file_stem: str) -> Path:
+    return Path(root) / backend / f"{file_stem}.json"
+
+
+def write_golden(path: Path, golden: Golden) -> None:
+    payload = _payload(golden)
+    payload["content_digest"] = _content_digest(payload)
+    text = _render(payload)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)  # atomic: readers see the old file or the new one
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def read_golden(path: Path, expected: Stamp, fix: str) -> Golden:
+    """Load and verify a golden against what the current run would stamp on it."""
+    if not path.is_file():
+        raise GoldenError("NO-GOLDEN", path, "does not exist", fix)
+    try:
+        payload = json.loads(path.read_text())
+        claimed = payload.pop("content_digest")
+        golden = _from_payload(payload)
+    except (ValueError, KeyError, TypeError, IndexError) as err:
+        raise GoldenError("CORRUPT", path, f"cannot be parsed ({err})", fix) from None
+    if claimed != _content_digest(payload):
+        raise GoldenError("CORRUPT", path, "does not match its content digest "
+                          "(truncated or edited by hand)", fix)
+    stale = _stale_reason(golden.stamp, expected)
+    if stale:
+        raise GoldenError("STALE", path, stale, fix)
+    return golden
+
+
+def _stale_reason(have: Stamp, want: Stamp) -> str | None:
+    if have.cell_id != want.cell_id:
+        return f"is for cell {have.cell_id}, not {want.cell_id}"
+    for lib, version in want.versions.items():
+        if have.versions.get(lib) != version:
+            return f"was made with {lib} {have.versions.get(lib)}, this run has {version}"
+    checks = (
+        ("backend", "backend"),
+        ("fingerprint", "model weights (fingerprint)"),
+        ("definition_digest", "cell definition (prompts, script, steps)"),
+        ("schedule", "oracle schedule settings"),
+    )
+    for field, what in checks:
+        if getattr(have, field) != getattr(want, field):
+            return f"was made for another {what}: {getattr(have, field)} != {getattr(want, field)}"
+    return None
+
+
+def _payload(golden: Golden) -> dict:
+    s = golden.stamp
+    rows = None
+    if golden.trajectory is not None:
+        rows = {
+            name: [[st.step, st.token, st.digest, [list(t) for t in st.top]] for st in steps]
+            for name, steps in golden.trajectory.rows.items()
+        }
+    return {
+        "format": FORMAT,
+        "cell": s.cell_id,
+        "definition_digest": s.definition_digest,
+        "oracle": golden.oracle,
+        "backend": s.backend,
+        "versions": s.versions,
+        "fingerprint": s.fingerprint,
+        "schedule": s.schedule,
+        "dtype": golden.dtype,
+        "serial_check": golden.serial_check,
+        "oracle_bug": golden.oracle_bug,
+        "rows": rows,
+    }
+
+
+def _from_payload(p: dict) -> Golden:
+    if p["format"] != FORMAT:
+        raise ValueError(f"format {p['format']} is not {FORMAT}")
+    trajectory = None
+    if p["rows"] is not None:
+        trajectory = Trajectory(
+            rows={
+                name: tuple(
+                    Step(step=int(a), token=int(b), digest=str(c),
+                         top=tuple((int(i), float(v)) for i, v in d))
+                    for a, b, c, d in steps
+                )
+                for name, steps in p["rows"].items()
+            },
+            dtype=p["dtype"],
+        )
+    stamp = Stamp(cell_id=p["cell"], definition_digest=p["definition_digest"],
+                  backend=p["backend"], versions=p["versions"], fingerprint=p["fingerprint"],
+                  schedule=p["schedule"])
+    return Golden(stamp=stamp, oracle=p["oracle"], dtype=p["dtype"],
+                  serial_check=p["serial_check"], oracle_bug=p["oracle_bug"],
+                  trajectory=trajectory)
+
+
+def _content_digest(payload: dict) -> str:
+    text = json.dumps(payload, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _render(payload: dict) -> str:
+    """Readable and diffable: the header indented, one line per emitted token."""
+    if payload["rows"] is None:
+        return json.dumps(payload, indent=2, sort_keys=True) + "\n"
+    head = {k: v for k, v in payload.items() if k != "rows"}
+    out = json.dumps(head, indent=2, sort_keys=True)[:-2] + ',\n  "rows": {\n'
+    blocks = []
+    for name, steps in payload["rows"].items():
+        body = ",\n".join("      " + json.dumps(s, separators=(",", ":")) for s in steps)
+        blocks.append(f"    {json.dumps(name)}: [\n{body}\n    ]")
+    return out + ",\n".join(blocks) + "\n  }\n}\n"

@@ -1,0 +1,91 @@
+"""Evaluate one cell: fetch the reference (golden or live oracle), run the engine, compare.
+
+Nothing here raises: every outcome, a crash included, becomes a CellResult, so one bad
+cell never stops a run.
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+
+from batchlab.golden.store import GoldenError
+from batchlab.matrix.cell import Cell
+from batchlab.matrix.compare import first_divergence
+from batchlab.matrix.result import CellResult
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Reference:
+    """Where the expected bits come from."""
+
+    matrix: str
+    goldens: Path
+    live: bool = False
+
+
+def rerun_command(cell: Cell, ref: Reference) -> str:
+    live = " --live" if ref.live else ""
+    goldens = "" if Path(ref.goldens) == Path("goldens") else f" --goldens {ref.goldens}"
+    return f"batchlab matrix run --matrix {ref.matrix}{goldens}{live} --filter '{cell.id}'"
+
+
+def evaluate_cell(cell: Cell, ref: Reference) -> CellResult:
+    start = time.perf_counter()
+
+    def result(status: str, detail: str, **kw) -> CellResult:
+        return CellResult.of(cell, status=status, detail=detail, rerun=rerun_command(cell, ref),
+                             seconds=round(time.perf_counter() - start, 3), **kw)
+
+    try:
+        golden = _reference(cell, ref)
+    except GoldenError as err:
+        status = err.status if err.status in ("NO-GOLDEN", "STALE") else "ERROR"
+        return result(status, str(err), tokens=0)
+    except Exception as err:  # noqa: BLE001
+        return result("ERROR", f"oracle failed: {type(err).__name__}: {err}", tokens=0,
+                      traceback=traceback.format_exc())
+
+    from batchlab.engine.run import Unsupported, run_cell
+
+    try:
+        got = run_cell(cell)
+    except Unsupported as err:
+        return result("UNSUPPORTED", str(err), tokens=0)
+    except Exception as err:  # noqa: BLE001
+        if golden.oracle_bug:
+            return result("ORACLE-BUG", _bug_text(golden.oracle_bug) +
+                          f" (the engine raises too: {type(err).__name__}; the broken code is "
+                          "the shared model module)", tokens=0)
+        return result("ERROR", f"engine crashed: {type(err).__name__}: {err}", tokens=0,
+                      traceback=traceback.format_exc())
+
+    order = [r.name for r in cell.rows]
+    tokens = sum(len(v) for v in got.rows.values())
+    if golden.oracle_bug:
+        same = (golden.trajectory is not None
+                and first_divergence(golden.trajectory, got, order) is None)
+        note = "engine equals the oracle's batch bits" if same else "engine differs from the oracle"
+        return result("ORACLE-BUG", f"{_bug_text(golden.oracle_bug)} ({note})", tokens=tokens)
+    divergence = first_divergence(golden.trajectory, got, order)
+    if divergence is None:
+        return result("PASS", f"{tokens} tokens bit-exact", tokens=tokens)
+    return result("FAIL", divergence.describe(), tokens=tokens, divergence=divergence.as_dict())
+
+
+def _reference(cell: Cell, ref: Reference):
+    if ref.live:
+        from batchlab.oracle.regen import make_golden
+
+        return make_golden(cell)
+    from batchlab.golden.check import load_checked
+
+    return load_checked(cell, ref.goldens, ref.matrix)
+
+
+def _bug_text(bug: dict) -> str:
+    rows = ",".join(bug["rows"])
+    at = "" if bug["first_step"] is None else f" from token #{bug['first_step']}"
+    return f"oracle self-inconsistent ({bug['kind']}): rows {rows}{at}: {bug['detail']}"

@@ -1,0 +1,104 @@
+"""The built-in scenario vocabulary: scripts, padding and context lengths.
+
+A sweep names them; these functions turn a name and a batch size B into rows and events.
+Rows are named A, B, C, ... and keep their prompt across cells (row A of length 26 is the
+same ids in every cell that has it), so cells at different B can be compared by eye.
+
+Scripts (B is the most rows alive at once):
+
+    static      A..  inserted at step 0
+    join        all but the last at 0; the last joins at step 3
+    evict       all at 0; A leaves at step 8
+    join-evict  all but the last at 0; the last joins at 3; A leaves at 8
+                (B=3: {A,B} -> C joins at 3 -> A leaves at 8 -> {B,C})
+    staggered   row i arrives at step i (one arrival every step, so a joiner meets the
+                previous joiner still in the prompt batch)
+
+Scripts other than ``static`` need at least two rows; a sweep skips them at B=1.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import string
+
+import numpy as np
+
+from batchlab.matrix.cell import Event, Row
+
+JOIN_STEP = 3
+EVICT_STEP = 8
+SCRIPTS = ("static", "join", "evict", "join-evict", "staggered")
+PADDINGS = ("equal", "ragged")
+
+# Prompt length of each named context. "wrap" is >= 3x the zoo's sliding window (8), so
+# prefill alone overflows the ring and decoding runs far past it.
+DEFAULT_CONTEXTS = {"short": 5, "wrap": 26}
+# Token ids come from the byte range, which every zoo tokenizer maps 1:1.
+PROMPT_VOCAB = 256
+
+
+def row_names(n: int) -> list[str]:
+    if n > len(string.ascii_uppercase):
+        raise ValueError(f"at most {len(string.ascii_uppercase)} rows per cell, asked for {n}")
+    return list(string.ascii_uppercase[:n])
+
+
+def seeded_prompt(name: str, length: int, seed: int) -> tuple[int, ...]:
+    """Deterministic ids on every machine: the seed is a sha256, the generator PCG64."""
+    digest = hashlib.sha256(f"{seed}/{name}/{length}".encode()).digest()
+    rng = np.random.default_rng(int.from_bytes(digest[:8], "little"))
+    return tuple(int(t) for t in rng.integers(0, PROMPT_VOCAB, size=length))
+
+
+def prompt_lengths(padding: str, context_len: int, batch: int) -> list[int]:
+    """``equal``: every row ``context_len``. ``ragged``: mixed, one row of length 1."""
+    if padding == "equal":
+        return [context_len] * batch
+    if padding != "ragged":
+        raise ValueError(f"unknown padding {padding!r}; use one of {PADDINGS}")
+    if batch == 1:
+        return [1]  # a lone length-1 prompt skips prefill entirely: worth a cell
+    p = context_len
+    pattern = [p, 1, max(2, p // 2), max(2, p - 3), 3, max(2, p - 1), 2, max(2, p // 3)]
+    return [pattern[i % len(pattern)] for i in range(batch)]
+
+
+def script_events(script: str, names: list[str]) -> tuple[Event, ...]:
+    first, last = names[0], names[-1]
+    if script == "static":
+        return (Event(step=0, action="insert", rows=tuple(names)),)
+    if len(names) < 2:
+        raise ValueError(f"script {script!r} needs at least two rows")
+    if script == "join":
+        return (
+            Event(step=0, action="insert", rows=tuple(names[:-1])),
+            Event(step=JOIN_STEP, action="insert", rows=(last,)),
+        )
+    if script == "evict":
+        return (
+            Event(step=0, action="insert", rows=tuple(names)),
+            Event(step=EVICT_STEP, action="remove", rows=(first,)),
+        )
+    if script == "join-evict":
+        return (
+            Event(step=0, action="insert", rows=tuple(names[:-1])),
+            Event(step=JOIN_STEP, action="insert", rows=(last,)),
+            Event(step=EVICT_STEP, action="remove", rows=(first,)),
+        )
+    if script == "staggered":
+        return tuple(
+            Event(step=i, action="insert", rows=(name,)) for i, name in enumerate(names)
+        )
+    raise ValueError(f"unknown script {script!r}; use one of {SCRIPTS}")
+
+
+def scenario_rows(
+    padding: str, context_len: int, batch: int, steps: int, seed: int
+) -> tuple[Row, ...]:
+    names = row_names(batch)
+    lengths = prompt_lengths(padding, context_len, batch)
+    return tuple(
+        Row(name=n, prompt=seeded_prompt(n, length, seed), max_tokens=steps)
+        for n, length in zip(names, lengths)
+    )

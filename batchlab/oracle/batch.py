@@ -1,0 +1,78 @@
+"""The L1 oracle: mlx-lm's own BatchGenerator driven through a cell's script.
+
+This is the only place (with ``oracle/serial.py``) that runs mlx-lm's batch mode. The
+script's events are applied just before decode step ``s`` (one ``BatchGenerator.next()``
+call per step); every generation response is recorded under its row's name with the
+step that emitted it. No stop tokens: rows end only at their ``max_tokens`` or when the
+script removes them, so random-weight models that emit EOS early still run the script.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import mlx.nn as nn
+from mlx_lm.generate import BatchGenerator
+
+from batchlab.engine.config import MLX_LM_DEFAULTS, ScheduleConfig
+from batchlab.matrix.cell import Cell
+from batchlab.trajectory import Trajectory, TrajectoryBuilder
+
+ORACLE_NAME = "mlx_lm.generate.BatchGenerator"
+
+
+def run_batch_oracle(
+    cell: Cell,
+    model: nn.Module,
+    dtype: str,
+    config: ScheduleConfig = MLX_LM_DEFAULTS,
+    keep_values: bool = False,
+) -> Trajectory:
+    generator = BatchGenerator(
+        model,
+        max_tokens=max(r.max_tokens for r in cell.rows),
+        prefill_batch_size=config.prefill_batch_size,
+        completion_batch_size=config.completion_batch_size,
+        prefill_step_size=config.prefill_step_size,
+    )
+    try:
+        return _drive(cell, generator, TrajectoryBuilder(dtype, keep_values))
+    finally:
+        generator.close()
+
+
+def _drive(cell: Cell, generator: BatchGenerator, out: TrajectoryBuilder) -> Trajectory:
+    events_at = defaultdict(list)
+    for event in cell.events:
+        events_at[event.step].append(event)
+    last_event = max(events_at)
+    uid_of: dict[str, int] = {}
+    name_of: dict[int, str] = {}
+    alive: set[str] = set()
+
+    step = 0
+    while alive or step <= last_event:
+        for event in events_at.get(step, ()):
+            rows = [cell.row(n) for n in event.rows]
+            if event.action == "insert":
+                uids = generator.insert(
+                    [list(r.prompt) for r in rows], max_tokens=[r.max_tokens for r in rows]
+                )
+                for row, uid in zip(rows, uids):
+                    uid_of[row.name], name_of[uid] = uid, row.name
+                    alive.add(row.name)
+                    out.start(row.name)
+            else:
+                live = [r.name for r in rows if r.name in alive]
+                generator.remove([uid_of[n] for n in live])
+                alive.difference_update(live)
+        _, responses = generator.next()
+        for response in responses:
+            name = name_of[response.uid]
+            out.add(name, step, response.token, response.logprobs)
+            if response.finish_reason is not None:
+                alive.discard(name)
+        step += 1
+        if step > last_event + 10_000:
+            raise RuntimeError(f"oracle for {cell.id} did not finish in 10000 steps")
+    return out.build()

@@ -1,0 +1,86 @@
+"""Make goldens: run the oracle on each cell's scenario and write the result atomically.
+
+Cells that share a scenario (the same scenario under several paths) make one golden.
+A scenario whose oracle is self-inconsistent is still written, marked with the evidence,
+so the gate reports ORACLE-BUG instead of NO-GOLDEN.
+"""
+
+from __future__ import annotations
+
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+
+from batchlab.backend import backend_key
+from batchlab.golden.check import expected_stamp
+from batchlab.golden.store import Golden, golden_path, write_golden
+from batchlab.matrix.cell import Cell
+from batchlab.oracle.batch import ORACLE_NAME, run_batch_oracle
+from batchlab.oracle.serial import batch_crash_bug, check_against_serial, serial_check_reason
+from batchlab.zoo import load
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RegenOutcome:
+    scenario_id: str
+    path: Path
+    serial_check: str
+    error: str | None = None  # the oracle could not run at all: no golden written
+
+
+def make_golden(cell: Cell) -> Golden:
+    """Run the oracle (batch mode, then the serial self-check) for one scenario."""
+    loaded = load(cell.model)
+    skip = serial_check_reason(loaded.model, backend_key())
+    try:
+        trajectory = run_batch_oracle(cell, loaded.model, loaded.dtype)
+    except Exception as err:  # noqa: BLE001 - a crash in batch mode is evidence
+        bug = batch_crash_bug(cell, loaded.model, err)
+        trajectory, serial_check = None, "oracle-bug"
+    else:
+        bug = None if skip else check_against_serial(cell, loaded.model, trajectory)
+        serial_check = skip or ("oracle-bug" if bug else "agrees")
+    return Golden(
+        stamp=expected_stamp(cell, loaded.fingerprint),
+        oracle=ORACLE_NAME,
+        dtype=loaded.dtype,
+        serial_check=serial_check,
+        oracle_bug=bug.as_dict() if bug else None,
+        trajectory=trajectory,
+    )
+
+
+def regen_cell(cell: Cell, root: Path) -> RegenOutcome:
+    path = golden_path(root, backend_key(), cell.golden_stem)
+    try:
+        golden = make_golden(cell)
+    except Exception:  # noqa: BLE001 - report and go on with the other scenarios
+        return RegenOutcome(scenario_id=cell.scenario_id, path=path, serial_check="",
+                            error=traceback.format_exc())
+    write_golden(path, golden)
+    return RegenOutcome(scenario_id=cell.scenario_id, path=path,
+                        serial_check=golden.serial_check)
+
+
+def regen_all(scenarios: list[Cell], root: Path, jobs: int, console):
+    """Yield a RegenOutcome per scenario, with a progress bar; ``jobs`` worker processes."""
+    from rich.progress import Progress
+
+    with Progress(console=console, disable=not console.is_terminal) as progress:
+        task = progress.add_task("oracle", total=len(scenarios))
+        for outcome in _map(scenarios, root, jobs):
+            progress.advance(task)
+            yield outcome
+
+
+def _map(scenarios: list[Cell], root: Path, jobs: int):
+    if jobs <= 1:
+        for cell in scenarios:
+            yield regen_cell(cell, root)
+        return
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    context = multiprocessing.get_context("spawn")  # MLX state does not survive fork
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
+        yield from pool.map(regen_cell, scenarios, [root] * len(scenarios), chunksize=4)

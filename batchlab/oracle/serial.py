@@ -1,0 +1,97 @@
+"""Is the oracle consistent with itself? Its B=N rows against its own serial runs.
+
+On the CPU backend matmul rows do not depend on M and SDPA ignores prepended masked
+keys, so for full-attention, SSM, hybrid and MoE models every row of a B=N batch must
+equal its own B=1 run (``generate_step``) bit for bit (FACTS.md). Where they differ, or
+where batch mode crashes and the serial path does not, the oracle is wrong: ORACLE-BUG.
+Sliding-window models are exempt (the shared ring pointer makes padded rows differ by
+design), as is every GPU backend (batching changes reduction order there).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import mlx.core as mx
+import mlx.nn as nn
+from mlx_lm.generate import generate_step
+from mlx_lm.models.cache import RotatingKVCache, make_prompt_cache
+from mlx_lm.sample_utils import greedy_sampler
+
+from batchlab.matrix.cell import Cell
+from batchlab.trajectory import Trajectory, make_step
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OracleBug:
+    """Evidence that the oracle disagrees with itself."""
+
+    kind: str  # "serial-mismatch" or "batch-crash"
+    rows: tuple[str, ...]
+    first_step: int | None  # index of the first differing token of the first bad row
+    detail: str
+
+    def as_dict(self) -> dict:
+        return {"kind": self.kind, "rows": list(self.rows), "first_step": self.first_step,
+                "detail": self.detail}
+
+
+def serial_check_reason(model: nn.Module, backend: str) -> str | None:
+    """None if the serial check applies here, else why it does not."""
+    if not backend.startswith("cpu"):
+        return f"skipped: on {backend} batching changes reduction order, B=N != B=1 is expected"
+    caches = make_prompt_cache(model)
+    if any(isinstance(c, RotatingKVCache) for c in _flat(caches)):
+        return "skipped: sliding-window layers (the shared ring makes B=N differ from B=1)"
+    return None
+
+
+def _flat(caches):
+    for c in caches:
+        yield from (_flat(c.caches) if hasattr(c, "caches") else (c,))
+
+
+def serial_steps(model: nn.Module, prompt: tuple[int, ...], n: int):
+    """The first ``n`` (token, step-record) pairs of mlx-lm's single-stream greedy path."""
+    steps = []
+    tokens = generate_step(mx.array(prompt), model, max_tokens=n, sampler=greedy_sampler)
+    for i, (token, logprobs) in enumerate(tokens):
+        steps.append(make_step(i, token, logprobs, keep_values=False))
+    return steps
+
+
+def check_against_serial(cell: Cell, model: nn.Module, batch: Trajectory) -> OracleBug | None:
+    bad_rows, first = [], None
+    details = []
+    for row in cell.rows:
+        got = batch.rows.get(row.name, ())
+        serial = serial_steps(model, row.prompt, len(got))
+        for i, (b, s) in enumerate(zip(got, serial)):
+            if b.digest != s.digest or b.token != s.token:
+                bad_rows.append(row.name)
+                first = i if first is None else first
+                details.append(
+                    f"row {row.name} token {i}: batch {b.token} vs serial {s.token}, "
+                    f"max |d logprob| over top-k {_top_delta(b, s):.3g}"
+                )
+                break
+    if not bad_rows:
+        return None
+    return OracleBug(kind="serial-mismatch", rows=tuple(bad_rows), first_step=first,
+                     detail="; ".join(details))
+
+
+def _top_delta(a, b) -> float:
+    bv = dict(b.top)
+    deltas = [abs(v - bv[i]) for i, v in a.top if i in bv]
+    return max(deltas) if deltas else float("inf")
+
+
+def batch_crash_bug(cell: Cell, model: nn.Module, error: BaseException) -> OracleBug | None:
+    """Batch mode raised. If every row runs serially, that is an oracle bug."""
+    for row in cell.rows:
+        serial_steps(model, row.prompt, 2)  # raises if the serial path is broken too
+    return OracleBug(kind="batch-crash", rows=tuple(r.name for r in cell.rows),
+                     first_step=None,
+                     detail=f"BatchGenerator raised {type(error).__name__}: {error}; "
+                            "the serial path runs every row")

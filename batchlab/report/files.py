@@ -1,0 +1,113 @@
+"""The report folder: results.jsonl is the source; CSV, Markdown and JUnit derive from it.
+
+    results.jsonl   one CellResult per line, appended as cells finish
+    results.csv     the same, flat (pandas-friendly)
+    summary.md      the summary line, model x scenario table and failures
+    junit.xml       one testcase per cell, so CI systems show the matrix natively
+    heatmap.png     status per model x scenario
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import json
+from pathlib import Path
+from xml.sax.saxutils import escape, quoteattr
+
+from batchlab.matrix.result import CellResult
+from batchlab.report.table import status_table
+
+JSONL = "results.jsonl"
+
+
+class ResultsLog:
+    """Appends each result as it arrives; a cut-short run leaves every finished line."""
+
+    def __init__(self, folder: Path):
+        self.folder = Path(folder)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self._file = (self.folder / JSONL).open("w")
+
+    def append(self, result: CellResult) -> None:
+        self._file.write(result.to_json() + "\n")
+        self._file.flush()
+
+    def close(self) -> None:
+        self._file.close()
+
+
+def read_results(folder: Path) -> list[CellResult]:
+    results = []
+    for line in (Path(folder) / JSONL).read_text().splitlines():
+        if line.strip():
+            try:
+                results.append(CellResult.from_json(line))
+            except (ValueError, TypeError):
+                break  # a line cut by a crash mid-write: keep what is whole
+    return results
+
+
+def write_all(folder: Path, results: list[CellResult], summary: str, complete: bool) -> None:
+    folder = Path(folder)
+    write_csv(folder / "results.csv", results)
+    write_markdown(folder / "summary.md", results, summary, complete)
+    write_junit(folder / "junit.xml", results)
+    from batchlab.report.heatmap import write_heatmap
+
+    write_heatmap(folder / "heatmap.png", results)
+
+
+def write_csv(path: Path, results: list[CellResult]) -> None:
+    fields = [f.name for f in dataclasses.fields(CellResult) if f.name != "traceback"]
+    with path.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=fields)
+        writer.writeheader()
+        for r in results:
+            row = {k: getattr(r, k) for k in fields}
+            row["divergence"] = json.dumps(r.divergence) if r.divergence else ""
+            writer.writerow(row)
+
+
+def write_markdown(path: Path, results: list[CellResult], summary: str, complete: bool) -> None:
+    lines = ["# batchlab matrix run", ""]
+    if not complete:
+        lines += ["**Partial run**: interrupted; only finished cells are listed.", ""]
+    lines += [f"**{summary}**", ""]
+    models, scenarios, cells = status_table(results)
+    lines.append("| model | " + " | ".join(scenarios) + " |")
+    lines.append("|---" * (len(scenarios) + 1) + "|")
+    for model in models:
+        row = [cells.get((model, s), "") for s in scenarios]
+        lines.append(f"| {model} | " + " | ".join(row) + " |")
+    bad = [r for r in results if r.status not in ("PASS",)]
+    if bad:
+        lines += ["", "## Not passing", ""]
+        for r in bad:
+            lines.append(f"- `{r.cell_id}` **{r.status}**: {r.detail}  ")
+            lines.append(f"  rerun: `{r.rerun}`")
+    path.write_text("\n".join(lines) + "\n")
+
+
+def write_junit(path: Path, results: list[CellResult]) -> None:
+    failures = sum(r.status == "FAIL" for r in results)
+    errors = sum(r.status in ("ERROR", "STALE", "NO-GOLDEN") for r in results)
+    skipped = sum(r.status in ("UNSUPPORTED", "ORACLE-BUG") for r in results)
+    out = ['<?xml version="1.0" encoding="utf-8"?>',
+           f'<testsuite name="batchlab" tests="{len(results)}" failures="{failures}" '
+           f'errors="{errors}" skipped="{skipped}">']
+    for r in results:
+        head = (f'  <testcase classname={quoteattr(r.model)} name={quoteattr(r.cell_id)} '
+                f'time="{r.seconds}"')
+        if r.status == "PASS":
+            out.append(head + "/>")
+            continue
+        tag = {"FAIL": "failure", "UNSUPPORTED": "skipped", "ORACLE-BUG": "skipped"}.get(
+            r.status, "error")
+        body = escape((r.traceback or r.detail) + f"\nrerun: {r.rerun}")
+        out.append(head + ">")
+        out.append(f"    <{tag} message={quoteattr(r.status + ': ' + r.detail[:500])}>"
+                   f"{body}</{tag}>")
+        out.append("  </testcase>")
+    out.append("</testsuite>")
+    path.write_text("\n".join(out) + "\n")

@@ -1,0 +1,19 @@
+"""Text prompts to ids with the model's own tokenizer (byte-level for the zoo)."""
+
+from __future__ import annotations
+
+import functools
+
+
+@functools.cache
+def _tokenizer(model: str):
+    from mlx_lm.utils import load_tokenizer
+
+    from batchlab.zoo.load import resolve
+
+    return load_tokenizer(resolve(model))
+
+
+def encode_text(model: str, text: str) -> list[int]:
+    """Ids for ``text`` without special tokens, so a prompt is exactly its text."""
+    return list(_tokenizer(model).encode(text, add_special_tokens=False))
