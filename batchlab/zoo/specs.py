@@ -1,0 +1,174 @@
+"""The zoo: tiny random-weight models of real architectures, one `ZooSpec` each.
+
+A spec is the mlx-lm `ModelArgs` dict of one architecture, shrunk until the CPU CI can run
+hundreds of cells on two cores (hidden 64, 2-4 layers, head_dim 16-32, vocab 320), while
+keeping every feature that makes batching hard for that family: GQA (>= 2 KV heads),
+sliding windows of 8 (so a 24-token run wraps the ring 3x), SSM/conv state, MoE routing,
+per-layer inputs and KV sharing. `build.py` adds the boilerplate (`eos_token_id`, dtype).
+
+Any edit to a spec changes its cache directory (`build.spec_hash`) and so fails the pins in
+`tests/unit/test_zoo.py`; an edit that changes the weights also changes the fingerprint
+that goldens are stamped with, and they go STALE. Treat specs as immutable: `config` is a
+plain dict only so it serialises as JSON.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+# Shared by every spec: 256 byte ids + <|bos|> <|eos|> <|pad|>, padded up to a multiple of
+# 64 as real vocabularies are (unused ids 259..319 still get embedding rows and logits).
+VOCAB_SIZE = 320
+
+_ATTN = {  # the attention shape most families share: 4 query heads over 2 KV heads
+    "hidden_size": 64,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "vocab_size": VOCAB_SIZE,
+}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ZooSpec:
+    """One zoo model: `config` is the ModelArgs dict (model_type is added at build)."""
+
+    name: str
+    model_type: str
+    config: dict = field(hash=False)
+    dtype: str  # "bfloat16" where the CPU backend runs the model, else "float32"
+    stands_in_for: str
+    notes: str = ""
+
+    def __post_init__(self) -> None:
+        if self.dtype not in ("bfloat16", "float32"):
+            raise ValueError(f"zoo spec {self.name}: dtype {self.dtype!r} is not bfloat16/float32")
+        if "model_type" in self.config:
+            raise ValueError(f"zoo spec {self.name}: put model_type on the spec, not the config")
+
+
+def _spec(name: str, model_type: str, dtype: str, stands_in_for: str, notes: str = "", **config):
+    return ZooSpec(
+        name=name,
+        model_type=model_type,
+        config=config,
+        dtype=dtype,
+        stands_in_for=stands_in_for,
+        notes=notes,
+    )
+
+
+_GEMMA4 = {  # gemma4_text: 4 layers sliding/full/sliding/full; full layers use wider heads
+    **_ATTN,
+    "num_hidden_layers": 4,
+    "intermediate_size": 128,
+    "head_dim": 16,
+    "global_head_dim": 32,
+    "vocab_size_per_layer_input": VOCAB_SIZE,
+    "sliding_window": 8,
+    "sliding_window_pattern": 2,
+    "max_position_embeddings": 4096,
+    "rms_norm_eps": 1e-6,
+    "final_logit_softcapping": 30.0,
+}
+
+# A table: one block per spec reads better than ruff's one-argument-per-line layout.
+# fmt: off
+_SPECS = [
+    _spec(
+        "llama", "llama", "bfloat16", "Llama 3.x (dense GQA, llama3 RoPE scaling)",
+        **_ATTN, num_hidden_layers=2, intermediate_size=128, head_dim=16, rms_norm_eps=1e-5,
+        rope_theta=500000.0, max_position_embeddings=131072, tie_word_embeddings=True,
+        rope_scaling={"rope_type": "llama3", "factor": 32.0, "high_freq_factor": 4.0,
+                      "low_freq_factor": 1.0, "original_max_position_embeddings": 8192},
+    ),
+    _spec(
+        "qwen3", "qwen3", "bfloat16", "Qwen3 dense (q/k norm)",
+        **_ATTN, num_hidden_layers=2, intermediate_size=128, head_dim=16, rms_norm_eps=1e-6,
+        rope_theta=1000000.0, max_position_embeddings=40960, tie_word_embeddings=True,
+    ),
+    _spec(
+        "minicpm", "minicpm", "bfloat16", "CPM / MiniCPM5 (muP scaled embed, depth, lm_head)",
+        **_ATTN, num_hidden_layers=2, intermediate_size=128, rms_norm_eps=1e-5,
+        dim_model_base=16, scale_depth=1.4, scale_emb=12.0, rope_theta=10000.0,
+        max_position_embeddings=4096, tie_word_embeddings=False,
+    ),
+    _spec(
+        "gemma3", "gemma3_text", "bfloat16", "Gemma 3 (sliding/full alternation, ring wrap)",
+        notes="window 8, pattern 2: layers 0, 2 slide, 1, 3 are full",
+        **_ATTN, num_hidden_layers=4, intermediate_size=128, head_dim=16,
+        query_pre_attn_scalar=16, sliding_window=8, sliding_window_pattern=2,
+        rope_theta=1000000.0, rope_local_base_freq=10000.0, rms_norm_eps=1e-6,
+        max_position_embeddings=32768, tie_word_embeddings=True,
+    ),
+    _spec(
+        "gemma4-12b", "gemma4_text", "bfloat16", "Gemma 4 dense (12B-class rows)",
+        notes="sliding + full layers, no per-layer input, no KV sharing",
+        **_GEMMA4, hidden_size_per_layer_input=0, num_kv_shared_layers=0,
+    ),
+    _spec(
+        "gemma4-e4b", "gemma4_text", "bfloat16", "Gemma 4 E4B (per-layer input, KV sharing)",
+        notes="layers 2, 3 reuse the K/V of layers 0, 1: two caches for four layers",
+        **_GEMMA4, hidden_size_per_layer_input=16, num_kv_shared_layers=2,
+    ),
+    _spec(
+        "gemma4-26b", "gemma4_text", "float32", "Gemma 4 26B-A4B (MoE block, K=V full layers)",
+        notes="float32: GatherMM (MoE) runs fp32-only on the CPU backend",
+        **_GEMMA4, hidden_size_per_layer_input=0, num_kv_shared_layers=0,
+        enable_moe_block=True, num_experts=4, top_k_experts=2, moe_intermediate_size=32,
+        attention_k_eq_v=True, num_global_key_value_heads=2,
+    ),
+    _spec(
+        "qwen3-moe", "qwen3_moe", "float32", "Qwen3 MoE (30B-A3B class)",
+        notes="float32: GatherMM (MoE) runs fp32-only on the CPU backend",
+        **_ATTN, num_hidden_layers=2, intermediate_size=128, head_dim=16, num_experts=4,
+        num_experts_per_tok=2, decoder_sparse_step=1, mlp_only_layers=[],
+        moe_intermediate_size=32, norm_topk_prob=True, rms_norm_eps=1e-6,
+        rope_theta=1000000.0, max_position_embeddings=40960, tie_word_embeddings=False,
+    ),
+    _spec(
+        "gpt-oss", "gpt_oss", "float32", "gpt-oss (sliding/full, sinks, MoE, yarn RoPE)",
+        notes="float32: GatherMM (MoE) runs fp32-only on the CPU backend",
+        **_ATTN, num_hidden_layers=2, intermediate_size=32, head_dim=16,
+        num_local_experts=4, num_experts_per_tok=2, sliding_window=8, rms_norm_eps=1e-5,
+        layer_types=["sliding_attention", "full_attention"], rope_theta=150000.0,
+        rope_scaling={"rope_type": "yarn", "factor": 32.0, "beta_fast": 32.0,
+                      "beta_slow": 1.0, "original_max_position_embeddings": 4096},
+    ),
+    _spec(
+        "qwen3.5", "qwen3_5", "bfloat16", "Qwen3.5 (GatedDeltaNet 3:1 hybrid)",
+        notes="layers 0-2 GatedDeltaNet (conv + delta state), layer 3 gated full attention",
+        **_ATTN, num_hidden_layers=4, full_attention_interval=4, intermediate_size=128,
+        head_dim=16, linear_num_key_heads=2, linear_num_value_heads=4,
+        linear_key_head_dim=16, linear_value_head_dim=16, linear_conv_kernel_dim=4,
+        rms_norm_eps=1e-6, max_position_embeddings=262144, tie_word_embeddings=True,
+        rope_parameters={"rope_type": "default", "rope_theta": 10000000.0,
+                         "partial_rotary_factor": 0.25, "mrope_section": [11, 11, 10]},
+    ),
+    _spec(
+        "mamba2", "mamba2", "bfloat16", "Mamba-2 (pure SSM)",
+        notes="state_size 32: Metal's ssm kernel needs a multiple of 32",
+        hidden_size=64, num_heads=4, head_dim=32, n_groups=1, state_size=32,
+        num_hidden_layers=2, intermediate_size=128, conv_kernel=4, use_bias=False,
+        use_conv_bias=True, time_step_rank=4, time_step_limit=[0.001, 100.0],
+        layer_norm_epsilon=1e-5, vocab_size=VOCAB_SIZE, tie_word_embeddings=True,
+    ),
+    _spec(
+        "lfm2", "lfm2", "bfloat16", "LFM2 (short-conv + attention hybrid)",
+        notes="layers conv/attn/conv/attn; short conv state of 2 tokens",
+        **_ATTN, num_hidden_layers=4, max_position_embeddings=128000, norm_eps=1e-5,
+        conv_bias=False, conv_L_cache=3, block_dim=64, block_ff_dim=128,
+        block_multiple_of=16, block_ffn_dim_multiplier=1.0, block_auto_adjust_ff_dim=True,
+        layer_types=["conv", "full_attention", "conv", "full_attention"], rope_theta=1000000.0,
+    ),
+    _spec(
+        "gemma2-gqa", "gemma2", "bfloat16", "Gemma 2 with GQA (known mlx-lm batch-mode bug)",
+        notes="4 heads over 2 KV heads: mlx-lm's (B,1,L,S) mask meets its 5-D GQA scores; "
+        "B == 2 (== KV heads) with ragged rows gives wrong logits, other B > 1 crash",
+        **_ATTN, num_hidden_layers=2, intermediate_size=128, head_dim=16,
+        query_pre_attn_scalar=16.0, rms_norm_eps=1e-6, rope_theta=10000.0,
+        attn_logit_softcapping=50.0, final_logit_softcapping=30.0,
+    ),
+]
+# fmt: on
+
+ZOO: dict[str, ZooSpec] = {spec.name: spec for spec in _SPECS}
