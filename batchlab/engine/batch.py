@@ -43,7 +43,7 @@ class Sequence:
     num_emitted: int = 0
 
     @classmethod
-    def start(cls, request: Request) -> "Sequence":
+    def start(cls, request: Request) -> Sequence:
         return cls(request=request, unprefilled=list(request.prompt[:-1]),
                    sampler=RowSampler(request.sampling))
 
@@ -60,7 +60,7 @@ class PromptBatch:
     def __len__(self) -> int:
         return len(self.seqs)
 
-    def extend(self, other: "PromptBatch") -> None:
+    def extend(self, other: PromptBatch) -> None:
         self.seqs += other.seqs
         self.caches = layers.extend_layers(self.caches, other.caches)
 
@@ -68,7 +68,7 @@ class PromptBatch:
         self.seqs = [self.seqs[i] for i in keep]
         self.caches = layers.filter_layers(self.caches, keep) if keep else []
 
-    def split(self, take: list[int]) -> "PromptBatch":
+    def split(self, take: list[int]) -> PromptBatch:
         """Move rows ``take`` into a new batch. Both sides are filtered, as mlx-lm does,
         so the moved rows' shared left padding is trimmed the same way."""
         taken = PromptBatch(seqs=list(self.seqs), caches=copy.deepcopy(self.caches))
@@ -90,7 +90,7 @@ class DecodeBatch:
     def __len__(self) -> int:
         return len(self.seqs)
 
-    def extend(self, other: "DecodeBatch") -> None:
+    def extend(self, other: DecodeBatch) -> None:
         """Append ``other``'s rows at the END (joiners never displace running rows)."""
         self.seqs += other.seqs
         self.caches = layers.extend_layers(self.caches, other.caches)

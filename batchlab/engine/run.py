@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-import mlx.nn as nn
+from mlx import nn
 
 from batchlab.engine.batch import Request
 from batchlab.engine.config import MLX_LM_DEFAULTS, ScheduleConfig

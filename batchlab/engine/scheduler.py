@@ -34,7 +34,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import mlx.core as mx
-import mlx.nn as nn
+from mlx import nn
 
 from batchlab.engine import layers
 from batchlab.engine.batch import DecodeBatch, PromptBatch, Request, Sequence

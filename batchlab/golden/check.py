@@ -45,9 +45,16 @@ def unique_scenarios(cells: list[Cell]) -> list[Cell]:
 
 @functools.cache
 def model_fingerprint(model: str) -> str:
+    """Weights fingerprint plus a digest of config.json: a config-only change (say the
+    sliding window) changes the bits without touching a weight, so it must stale too."""
+    import hashlib
+    import json
+
     from batchlab.zoo import fingerprint, resolve
 
-    return fingerprint(resolve(model))
+    path = resolve(model)
+    config = json.dumps(json.loads((path / "config.json").read_text()), sort_keys=True)
+    return f"{fingerprint(path)}+cfg{hashlib.sha256(config.encode()).hexdigest()[:8]}"
 
 
 def load_checked(cell: Cell, root: Path, matrix: str | Path):

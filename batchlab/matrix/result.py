@@ -26,7 +26,7 @@ class CellResult:
     traceback: str | None = None
 
     @classmethod
-    def of(cls, cell: Cell, **kw) -> "CellResult":
+    def of(cls, cell: Cell, **kw) -> CellResult:
         from batchlab.matrix.cell import model_label
 
         return cls(cell_id=cell.id, model=model_label(cell.model), path=cell.path,
@@ -42,5 +42,5 @@ class CellResult:
         return json.dumps(asdict(self), sort_keys=True)
 
     @classmethod
-    def from_json(cls, line: str) -> "CellResult":
+    def from_json(cls, line: str) -> CellResult:
         return cls(**json.loads(line))

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-import mlx.nn as nn
+from mlx import nn
 from mlx_lm.generate import BatchGenerator
 
 from batchlab.engine.config import MLX_LM_DEFAULTS, ScheduleConfig

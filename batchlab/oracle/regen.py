@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from batchlab.backend import backend_key
-from batchlab.golden.check import expected_stamp
+from batchlab.golden.check import expected_stamp, model_fingerprint
 from batchlab.golden.store import Golden, golden_path, write_golden
 from batchlab.matrix.cell import Cell
 from batchlab.oracle.batch import ORACLE_NAME, run_batch_oracle
@@ -41,7 +41,7 @@ def make_golden(cell: Cell) -> Golden:
         bug = None if skip else check_against_serial(cell, loaded.model, trajectory)
         serial_check = skip or ("oracle-bug" if bug else "agrees")
     return Golden(
-        stamp=expected_stamp(cell, loaded.fingerprint),
+        stamp=expected_stamp(cell, model_fingerprint(cell.model)),
         oracle=ORACLE_NAME,
         dtype=loaded.dtype,
         serial_check=serial_check,

@@ -93,9 +93,9 @@ def write_junit(path: Path, results: list[CellResult]) -> None:
     failures = sum(r.status == "FAIL" for r in results)
     errors = sum(r.status in ("ERROR", "STALE", "NO-GOLDEN") for r in results)
     skipped = sum(r.status in ("UNSUPPORTED", "ORACLE-BUG") for r in results)
-    out = ['<?xml version="1.0" encoding="utf-8"?>',
-           f'<testsuite name="batchlab" tests="{len(results)}" failures="{failures}" '
-           f'errors="{errors}" skipped="{skipped}">']
+    suite = (f'<testsuite name="batchlab" tests="{len(results)}" failures="{failures}" '
+             f'errors="{errors}" skipped="{skipped}">')
+    out = ['<?xml version="1.0" encoding="utf-8"?>', suite]
     for r in results:
         head = (f'  <testcase classname={quoteattr(r.model)} name={quoteattr(r.cell_id)} '
                 f'time="{r.seconds}"')

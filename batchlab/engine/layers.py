@@ -1,0 +1,155 @@
+"""Helpers over a model's list of per-layer batch caches.
+
+A model's forward takes one cache per layer (``model(tokens, cache=caches)``); every
+membership change touches all of them at once, so row b of the batch is row b of every
+layer. The per-layer cache types follow ``model.make_cache()``:
+
+    KVCache                  -> BatchKV
+    RotatingKVCache(max_size) -> BatchRing(max_size)    (``keep`` is dropped, as mlx-lm does)
+    ArraysCache(size)        -> BatchState(size)
+    CacheList(a, b, ...)     -> BatchList(batch(a), batch(b), ...)
+
+Other types (QuantizedKVCache, ChunkedKVCache, ConcatenateKVCache) have no batch form in
+mlx-lm either (no ``merge``): ``make_batch_caches`` refuses them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import mlx.core as mx
+from mlx_lm.models.cache import ArraysCache, CacheList, KVCache, RotatingKVCache
+
+from batchlab.engine.kv import BatchKV
+from batchlab.engine.ring import BatchRing
+from batchlab.engine.state import BatchList, BatchState
+
+BATCH_CACHES = (BatchKV, BatchRing, BatchState, BatchList)
+
+
+def single_caches(model, max_kv_size: int | None = None) -> list:
+    """One row's fresh caches, as mlx-lm's ``make_prompt_cache`` builds them."""
+    if hasattr(model, "make_cache"):
+        return model.make_cache()  # mlx-lm ignores max_kv_size here too
+    if max_kv_size is not None:
+        return [RotatingKVCache(max_size=max_kv_size, keep=4) for _ in model.layers]
+    return [KVCache() for _ in model.layers]
+
+
+def batch_cache_for(template, left_padding: Sequence[int]):
+    """The empty batch cache that stands for the single-row cache ``template``.
+
+    Types are matched exactly: a subclass (a model's own cache variant) may store or mask
+    differently, so it is refused rather than batched as its base class.
+    """
+    kind = type(template)
+    if kind is KVCache:
+        return BatchKV(left_padding)
+    if kind is RotatingKVCache:
+        return BatchRing(template.max_size, left_padding)
+    if kind is ArraysCache:
+        return BatchState(len(template.cache), left_padding)
+    if kind is CacheList:
+        return BatchList(*(batch_cache_for(c, left_padding) for c in template.caches))
+    raise ValueError(
+        f"{kind.__name__} has no batch form (mlx-lm cannot batch it either); "
+        "run this model at B=1 or give it KVCache/RotatingKVCache/ArraysCache layers"
+    )
+
+
+# Model modules that test ``isinstance(cache, ArraysCache)`` on the forward path: handed a
+# BatchState they would silently keep no state (mamba v1 writes its conv/SSM state only
+# then). qwen3_next does it too, but only in pipeline-parallel mode, which we never run.
+NEEDS_MLX_LM_CLASSES = {"mlx_lm.models.mamba"}
+
+
+def make_batch_caches(
+    model,
+    batch_size: int = 0,
+    *,
+    left_padding: Sequence[int] | None = None,
+    max_kv_size: int | None = None,
+) -> list:
+    """Empty batch caches for ``batch_size`` rows (or rows with ``left_padding``).
+
+    ``make_batch_caches(model, B)`` equals mlx-lm merging B fresh caches, which is what
+    its BatchGenerator does for new prompts (all left_padding zero).
+    """
+    if type(model).__module__ in NEEDS_MLX_LM_CLASSES:
+        raise ValueError(
+            f"{type(model).__module__} checks isinstance(cache, ArraysCache) and would keep "
+            "no state in the engine's caches; it is not supported"
+        )
+    padding = list(left_padding) if left_padding is not None else [0] * batch_size
+    if not padding:
+        raise ValueError("make_batch_caches needs batch_size > 0 or a left_padding per row")
+    return [batch_cache_for(c, padding) for c in single_caches(model, max_kv_size)]
+
+
+def merge_rows(rows: Sequence):
+    """One layer's batch cache from that layer's single-row caches (mlx-lm's classes,
+    as ``extract`` returns them), one per row."""
+    kind = type(rows[0])
+    if kind is KVCache:
+        return BatchKV.merge(rows)
+    if kind is RotatingKVCache:
+        return BatchRing.merge(rows)
+    if kind is ArraysCache:
+        return BatchState.merge(rows)
+    if kind is CacheList:
+        return BatchList.merge(rows)
+    raise ValueError(f"{kind.__name__} does not support batching with history (no merge)")
+
+
+def merge_layers(per_row: Sequence[Sequence]) -> list:
+    """Batch caches from each row's list of per-layer single caches (row order kept)."""
+    return [merge_rows(list(layer)) for layer in zip(*per_row)]
+
+
+def filter_layers(caches: list, keep: Sequence[int]) -> list:
+    """Keep rows ``keep`` in every layer (in place); returns ``caches``."""
+    for c in caches:
+        c.filter(keep)
+    return caches
+
+
+def extend_layers(caches: list, other: list) -> list:
+    """Append ``other``'s rows to every layer of ``caches`` (in place when both have
+    layers); an empty side yields the other, as mlx-lm's ``_extend_cache`` does."""
+    if not caches:
+        return other
+    if not other:
+        return caches
+    for c, o in zip(caches, other):
+        c.extend(o)
+    return caches
+
+
+def extract_layers(caches: list, idx: int) -> list:
+    """Row ``idx`` of every layer, as mlx-lm single-row caches."""
+    return [c.extract(idx) for c in caches]
+
+
+def prepare_layers(caches: list, *, left_padding=None, lengths=None, right_padding=None) -> None:
+    for c in caches:
+        c.prepare(left_padding=left_padding, lengths=lengths, right_padding=right_padding)
+
+
+def finalize_layers(caches: list) -> None:
+    for c in caches:
+        c.finalize()
+
+
+def layer_state(caches: Sequence) -> list[mx.array]:
+    """Every array the caches hold, for ``mx.eval`` after a forward."""
+    out = []
+    for c in caches:
+        if isinstance(c, BatchList):
+            out += layer_state(c.caches)
+            continue
+        for x in c.state:
+            if isinstance(x, mx.array):
+                out.append(x)
+            elif isinstance(x, list):  # BatchState's arrays
+                out += [a for a in x if a is not None]
+    return out

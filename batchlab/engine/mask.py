@@ -1,0 +1,104 @@
+"""Boolean attention and SSM masks of a left-padded batch (True = attend / keep).
+
+Masks are exact (bools), but their SHAPE is part of the layout attention sees, so each
+function returns the shape mlx-lm 0.32's batch caches return for the same state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import mlx.core as mx
+import numpy as np
+
+Ints = Sequence[int] | np.ndarray | mx.array
+
+
+def _rows(x: Ints) -> mx.array:
+    """Row ints as an int32 (B, 1, 1, 1) array, to broadcast over (B, 1, N, L)."""
+    x = x if isinstance(x, mx.array) else mx.array(np.asarray(x), dtype=mx.int32)
+    return mx.expand_dims(x, (1, 2, 3))
+
+
+def causal_mask(
+    N: int,
+    offset: int,
+    left_padding: Ints | None = None,
+    window: int | None = None,
+    right_padding: Ints | None = None,
+) -> mx.array:
+    """Mask of N queries at positions ``offset .. offset+N-1`` over keys ``0 .. offset+N-1``.
+
+    Query i sees key j when ``offset+i >= j`` (causal), ``offset+i < j+window`` (window),
+    ``j >= left_padding[b]`` and ``j < offset+N-right_padding[b]``. Shape (N, offset+N),
+    or (B, 1, N, offset+N) with per-row padding. E.g. ``causal_mask(1, 3, [1, 0, 2])``
+    is ``[[F T T T]], [[T T T T]], [[F F T T]]``.
+    """
+    cols = mx.arange(offset + N)[None]
+    rows = mx.arange(offset, offset + N)[:, None]
+    mask = rows >= cols
+    if window is not None:
+        mask = mask & (rows < cols + window)
+    if right_padding is not None:
+        mask = mask & (cols < (offset + N) - _rows(right_padding))
+    if left_padding is not None:
+        mask = mask & (_rows(left_padding) <= cols)
+    return mask
+
+
+def ring_mask(
+    N: int,
+    *,
+    max_size: int,
+    seen: int,
+    idx: int,
+    rotated: bool,
+    left_padding: np.ndarray,
+    window: int | None = None,
+) -> mx.array:
+    """The mask of ``BatchRing`` before it takes N keys (mlx-lm's rotating batch mask).
+
+    ``seen`` counts every column ever written (``_offset``), ``idx`` is the ring pointer.
+    Built in temporal order (oldest kept key first) at width ``min(max_size-1, seen)+N``:
+
+    - N > 1 (prefill): the cache first trims to ``max_size - 1`` keys, so the padding
+      shrinks by ``idx - max_size + 1``.
+    - N = 1 once the ring is full: the write evicts the oldest key (padding - 1), and the
+      temporal mask is rolled right by ``idx + 1`` into ring order. E.g. max_size 4,
+      pointer 1, left_padding [2, 0]: temporal ``[F T T T], [T T T T]`` (after -1),
+      rolled by 2 -> ``[T T F T], [T T T T]``.
+
+    mlx-lm bug, reproduced as is (the oracle's layout wins): for N > 1 on a wrapped ring
+    the trim uses the ring pointer, while the cache first unrolls the ring and trims 1, so
+    a row that still has padding loses its oldest real key to the mask. BatchGenerator
+    never feeds N > 1 after prefill; a multi-token decode (speculation) would hit it.
+    """
+    window = window or max_size
+    offset = min(max_size - 1, seen)
+    trim = idx - max_size + int(N > 1)
+    if trim > 0:
+        left_padding = left_padding - trim
+    wraps = N == 1 and (rotated or idx >= max_size)
+    if wraps:
+        left_padding = left_padding - 1
+    mask = causal_mask(N, offset, left_padding=left_padding, window=window)
+    if wraps:
+        mask = mx.roll(mask, shift=(0 if idx >= max_size else idx) + 1, axis=-1)
+    return mask
+
+
+def ssm_mask(N: int, left_padding: Ints | None, lengths: Ints | None) -> mx.array | None:
+    """(B, N) mask of the N new steps of a state-space layer: step t of row b is real when
+    ``t >= left_padding[b]`` and ``t < lengths[b]``; ``None`` when neither is tracked.
+
+    An all-True mask is NOT the same as ``None``: models take another code path (e.g.
+    ``mx.where``), so callers must keep mlx-lm's None-vs-array choice.
+    """
+    pos = mx.arange(N)
+    mask = None
+    if left_padding is not None:
+        mask = pos >= _rows(left_padding)[:, :, 0, 0]
+    if lengths is not None:
+        valid = pos < _rows(lengths)[:, :, 0, 0]
+        mask = valid if mask is None else mask & valid
+    return mask
