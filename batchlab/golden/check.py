@@ -19,9 +19,17 @@ class GoldenProblem:
     message: str
 
 
+def goldens_flag(goldens: Path | None) -> str:
+    """`` --goldens DIR`` unless DIR is the default (then the flag is noise)."""
+    from batchlab.cli import DEFAULT_GOLDENS, shown
+
+    if goldens is None or Path(goldens).resolve() == DEFAULT_GOLDENS:
+        return ""
+    return f" --goldens {shown(goldens)}"
+
+
 def regen_command(matrix: str | Path, scenario_id: str, goldens: Path | None = None) -> str:
-    extra = f" --goldens {goldens}" if goldens and Path(goldens) != Path("goldens") else ""
-    return f"batchlab golden regen --matrix {matrix}{extra} --filter '{scenario_id}'"
+    return f"batchlab golden regen --matrix {matrix}{goldens_flag(goldens)} --filter '{scenario_id}'"
 
 
 def expected_stamp(cell: Cell, fingerprint: str) -> Stamp:

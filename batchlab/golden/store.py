@@ -28,7 +28,14 @@ class GoldenError(Exception):
 
     def __init__(self, status: str, path: Path, why: str, fix: str):
         self.status, self.path, self.why, self.fix = status, path, why, fix
-        super().__init__(f"{status}: golden {path} {why}; fix: {fix}")
+        super().__init__(f"{status}: golden {_shown(path)} {why}; fix: {fix}")
+
+
+def _shown(path: Path) -> str:
+    try:
+        return str(Path(path).resolve().relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -27,9 +27,10 @@ class Reference:
 
 
 def rerun_command(cell: Cell, ref: Reference) -> str:
-    live = " --live" if ref.live else ""
-    goldens = "" if Path(ref.goldens) == Path("goldens") else f" --goldens {ref.goldens}"
-    return f"batchlab matrix run --matrix {ref.matrix}{goldens}{live} --filter '{cell.id}'"
+    from batchlab.golden.check import goldens_flag
+
+    live = " --live" if ref.live else goldens_flag(ref.goldens)
+    return f"batchlab matrix run --matrix {ref.matrix}{live} --filter '{cell.id}'"
 
 
 def evaluate_cell(cell: Cell, ref: Reference) -> CellResult:

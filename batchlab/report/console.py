@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -66,13 +67,18 @@ def print_tables(console: Console, results: list[CellResult]) -> None:
 
 
 def print_problems(console: Console, results: list[CellResult], limit: int = 40) -> None:
+    """Every failing cell with its first divergence and rerun command; oracle bugs and
+    unsupported cells one line per model (the report folder lists each)."""
     bad = [r for r in results if r.status not in ("PASS", "UNSUPPORTED", "ORACLE-BUG")]
     for r in bad[:limit]:
-        console.print(f"[{STYLE[r.status]}]{r.status}[/] {r.cell_id}: {r.detail}")
+        console.print(f"[{STYLE[r.status]}]{r.status}[/] {r.cell_id}: {escape(r.detail)}")
         console.print(f"    rerun: {r.rerun}", markup=False, highlight=False)
     if len(bad) > limit:
         console.print(f"... and {len(bad) - limit} more (see the report)")
+    groups = defaultdict(list)
     for r in results:
         if r.status in ("ORACLE-BUG", "UNSUPPORTED"):
-            console.print(f"[{STYLE[r.status]}]{r.status}[/] {r.cell_id}: {r.detail}",
-                          highlight=False)
+            groups[(r.status, r.model)].append(r)
+    for (status, model), rs in groups.items():
+        console.print(f"[{STYLE[status]}]{status}[/] {model}: {len(rs)} cells, e.g. "
+                      f"{rs[0].cell_id}: {escape(rs[0].detail)}", highlight=False)
