@@ -18,18 +18,20 @@ def backend_key() -> str:
     """``cpu-x86_64``, ``cuda-sm90`` or ``metal-<chip>``: the folder name under goldens/."""
     if mx.default_device() == mx.cpu or not mx.is_available(mx.gpu):
         return f"cpu-{platform.machine()}"
-    if mx.cuda.is_available():
+    if hasattr(mx, "cuda") and mx.cuda.is_available():
         return f"cuda-{_cuda_arch()}"
     chip = mx.metal.device_info().get("device_name", "gpu")
     return "metal-" + str(chip).lower().replace(" ", "-")
 
 
 def _cuda_arch() -> str:
+    """``sm90`` from the device's compute capability when MLX reports it, else its name."""
     info = mx.device_info() if hasattr(mx, "device_info") else {}
-    arch = str(info.get("architecture", "")).lower()
+    arch = str(info.get("architecture", "")).lower().replace("_", "")
     if arch.startswith("sm"):
-        return arch.replace("_", "")
-    return arch or "gpu"
+        return arch
+    name = str(info.get("device_name", "gpu")).lower()
+    return name.replace("nvidia", "").strip().replace(" ", "-") or "gpu"
 
 
 def versions() -> dict[str, str]:

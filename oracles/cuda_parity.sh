@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# On the H200 device machine, after ../shared/device/install.sh has put MLX (CUDA) and
+# mlx-lm on PYTHONPATH: make CUDA goldens for matrices/cuda.toml with the oracle, run the
+# engine against them, and leave both (plus a bit-diff of every non-exact cell) in $OUT.
+set -uo pipefail
+export PYTHONUNBUFFERED=1
+key=$(python3 -c 'from batchlab.backend import backend_key; print(backend_key())')
+echo "backend: $key"
+python3 -m batchlab golden regen --matrix matrices/cuda.toml --jobs 4
+python3 -m batchlab golden check --matrix matrices/cuda.toml
+python3 -m batchlab matrix run --matrix matrices/cuda.toml --jobs 4 --report "$OUT/cuda-report"
+tar czf "$OUT/cuda-goldens.tgz" "goldens/$key"
+tar czf "$OUT/cuda-report.tgz" -C "$OUT" cuda-report && rm -rf "$OUT/cuda-report"
