@@ -17,15 +17,14 @@ are laid out. One step, in order:
 4. prefill: the next chunk (``prefill_step_size``) of every remaining prompt row, in
    one right-padded forward; the caches then roll each row right-justified.
 
-Worked example (docs/schedule.md has the full trace): rows A (5 tokens) and B (1 token)
-inserted before step 0, C (3 tokens) before step 3, A removed before step 8:
+Worked example (docs/schedule.md traces it with the cache layout): A (5 tokens) and
+B (1 token) inserted before step 0, C (3 tokens) before step 3, A removed before step 8:
 
     step 0: admit A,B; B joins (solo first step); prefill A[:4]
-    step 1: decode {B} (B emits nothing yet: its first token is still in flight);
-            A joins (solo first step) -> running [B, A]
-    step 2: decode [B, A]: B emits token 1, A emits token 1
+    step 1: decode [B]: B emits its token 1; A joins (solo first step) -> [B, A]
+    step 2: decode [B, A]: B emits token 2, A emits token 1
     step 3: decode [B, A]; admit C; prefill C[:2]
-    step 4: decode [B, A]; C joins -> running [B, A, C]
+    step 4: decode [B, A]; C joins (solo first step) -> [B, A, C]
     step 8: A removed, then decode [B, C] (filter trims the shared left padding)
 """
 
