@@ -79,13 +79,15 @@ class PromptBatch:
 
 @dataclass(slots=True, kw_only=True)
 class DecodeBatch:
-    """Rows decoding. ``inputs`` are the tokens the next forward feeds; ``input_logprobs``
-    the (V,) vectors they were sampled from, emitted together one step later."""
+    """Rows decoding. ``inputs`` (B,) are the tokens the next forward feeds;
+    ``input_logprobs`` (B, V) the rows they were sampled from, emitted one step later.
+    Kept as one array, not B row slices: slicing every row every step is pure overhead
+    when nobody reads the logprobs (benchmarks, serving)."""
 
     seqs: list[Sequence] = field(default_factory=list)
     caches: list = field(default_factory=list)
     inputs: mx.array | None = None
-    input_logprobs: list = field(default_factory=list)
+    input_logprobs: mx.array | None = None
 
     def __len__(self) -> int:
         return len(self.seqs)
@@ -94,13 +96,15 @@ class DecodeBatch:
         """Append ``other``'s rows at the END (joiners never displace running rows)."""
         self.seqs += other.seqs
         self.caches = layers.extend_layers(self.caches, other.caches)
-        self.inputs = other.inputs if self.inputs is None else mx.concatenate(
-            [self.inputs, other.inputs]
-        )
-        self.input_logprobs += other.input_logprobs
+        if self.inputs is None:
+            self.inputs, self.input_logprobs = other.inputs, other.input_logprobs
+        else:
+            self.inputs = mx.concatenate([self.inputs, other.inputs])
+            self.input_logprobs = mx.concatenate([self.input_logprobs, other.input_logprobs])
 
     def filter(self, keep: list[int]) -> None:
         self.seqs = [self.seqs[i] for i in keep]
         self.caches = layers.filter_layers(self.caches, keep) if keep else []
-        self.inputs = self.inputs[mx.array(keep)] if keep else None
-        self.input_logprobs = [self.input_logprobs[i] for i in keep]
+        rows = mx.array(keep) if keep else None
+        self.inputs = self.inputs[rows] if keep else None
+        self.input_logprobs = self.input_logprobs[rows] if keep else None

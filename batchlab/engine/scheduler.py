@@ -43,12 +43,18 @@ from batchlab.engine.sampler import sample_rows
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Emission:
-    """A token a row emitted, with the (V,) logprobs it was sampled from."""
+    """A token a row emitted. ``logprobs`` is the (V,) vector it was sampled from,
+    sliced from the step's (B, V) array only if someone reads it."""
 
     name: str
     token: int
-    logprobs: mx.array
     finished: bool
+    step_logprobs: mx.array
+    row: int
+
+    @property
+    def logprobs(self) -> mx.array:
+        return self.step_logprobs[self.row]
 
 
 class Scheduler:
@@ -99,8 +105,8 @@ class Scheduler:
 
     def _sample(self, batch: DecodeBatch, logprobs: mx.array) -> None:
         batch.inputs = sample_rows(logprobs, [s.sampler for s in batch.seqs])
-        batch.input_logprobs = list(logprobs)
-        mx.async_eval(batch.inputs, batch.input_logprobs)
+        batch.input_logprobs = logprobs
+        mx.async_eval(batch.inputs, logprobs)
 
     def _decode_step(self) -> list[Emission]:
         batch = self.decode
@@ -111,8 +117,8 @@ class Scheduler:
         for i, seq in enumerate(batch.seqs):
             seq.num_emitted += 1
             finished = seq.num_emitted >= seq.request.max_tokens
-            emitted.append(Emission(name=seq.name, token=tokens[i],
-                                    logprobs=fed_logprobs[i], finished=finished))
+            emitted.append(Emission(name=seq.name, token=tokens[i], finished=finished,
+                                    step_logprobs=fed_logprobs, row=i))
             if not finished:
                 keep.append(i)
         if len(keep) < len(batch):
