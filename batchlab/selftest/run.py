@@ -1,0 +1,177 @@
+"""``batchlab selftest``: inject each seeded bug, run its candidate cells, count the kills.
+
+A gate that never fails proves nothing. For every bug of the catalog the candidate cells
+run in this process against the committed goldens with the bug patched in; the bug is
+caught when a candidate turns FAIL (ERROR for the few bugs that crash by nature: see
+``SeededBug.caught_as``). First, a control: the same cells with no
+bug, which must all be PASS (or ORACLE-BUG). A dirty control means the self-test cannot
+judge anything (stale goldens, or the engine already failing), so it stops there.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from batchlab.cli import shown
+from batchlab.matrix.cell import Cell
+from batchlab.matrix.evaluate import Reference, evaluate_cell
+from batchlab.matrix.result import CellResult
+from batchlab.matrix.runner import select
+from batchlab.matrix.spec import load_matrix
+from batchlab.selftest.catalog import SeededBug, select_bugs
+from batchlab.selftest.inject import InjectionError, applied
+
+KILLING = frozenset({"FAIL", "ERROR"})  # the engine went wrong; STALE etc. are not kills
+CLEAN = frozenset({"PASS", "ORACLE-BUG"})
+SHOWN_CELLS = 2
+LOG_WIDTH = 170
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Kill:
+    """One bug's outcome: its candidates' results with the bug injected."""
+
+    bug: SeededBug
+    results: tuple[CellResult, ...]
+    broken: str | None = None  # why the bug could not be injected at all
+
+    @property
+    def killers(self) -> list[CellResult]:
+        """Candidates that went FAIL or ERROR, the expected kind first."""
+        hits = [r for r in self.results if r.status in KILLING]
+        return sorted(hits, key=lambda r: r.status != self.bug.caught_as)
+
+    @property
+    def caught(self) -> bool:
+        return any(r.status == self.bug.caught_as for r in self.results)
+
+    def verdict(self) -> str:
+        if self.broken:
+            return "[bold red]NO[/] (not injected)"
+        if self.caught:
+            return "[green]yes[/]"
+        if self.killers:  # e.g. only ERROR for a silent bug: the patch itself may be broken
+            return f"[bold red]NO[/] (no {self.bug.caught_as}: injector broken?)"
+        return "[bold red]NO[/]"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SelftestReport:
+    control: tuple[CellResult, ...]  # every candidate cell, no bug injected
+    kills: tuple[Kill, ...]  # empty when the control is dirty (nothing was injected)
+    seconds: float
+
+    @property
+    def dirty_control(self) -> list[CellResult]:
+        return [r for r in self.control if r.status not in CLEAN]
+
+    @property
+    def ok(self) -> bool:
+        return not self.dirty_control and all(k.caught for k in self.kills)
+
+    def summary(self) -> str:
+        if self.dirty_control:
+            return f"self-test broken: {len(self.dirty_control)} control cells not PASS"
+        caught = sum(k.caught for k in self.kills)
+        return f"{caught}/{len(self.kills)} seeded bugs caught"
+
+
+def candidates(bug: SeededBug, cells: list[Cell]) -> list[Cell]:
+    found = select(cells, bug.cells, None)
+    if not found:
+        raise ValueError(f"seeded bug {bug.name}: no cell of the matrix matches {bug.cells!r}; "
+                         "update its filter in batchlab/selftest/catalog.py")
+    return found
+
+
+def run_selftest(
+    matrix: Path,
+    goldens: Path,
+    bug: str | None = None,
+    on_step: Callable[[str], None] = lambda text: None,
+) -> SelftestReport:
+    """Control first, then each bug (always un-patched afterwards, see ``inject.applied``)."""
+    start = time.perf_counter()
+    cells = load_matrix(matrix)
+    bugs = select_bugs(bug)
+    ref = Reference(matrix=shown(matrix), goldens=Path(goldens))  # shown: for rerun lines
+    per_bug = {b.name: candidates(b, cells) for b in bugs}
+    union = {c.id: c for b in bugs for c in per_bug[b.name]}
+    order = {c.id: i for i, c in enumerate(cells)}
+    on_step(f"control: {len(union)} cells, no bug")
+    control = tuple(evaluate_cell(c, ref) for c in sorted(union.values(), key=lambda c: order[c.id]))
+    if any(r.status not in CLEAN for r in control):
+        return SelftestReport(control=control, kills=(), seconds=time.perf_counter() - start)
+    kills = []
+    for b in bugs:
+        on_step(f"{b.name}: {len(per_bug[b.name])} cells")
+        try:
+            with applied(b.inject()):
+                results = tuple(evaluate_cell(c, ref) for c in per_bug[b.name])
+        except InjectionError as err:  # evaluate_cell never raises: this is the patching
+            kills.append(Kill(bug=b, results=(), broken=str(err)))
+            continue
+        kills.append(Kill(bug=b, results=results))
+    return SelftestReport(control=control, kills=tuple(kills),
+                          seconds=time.perf_counter() - start)
+
+
+def how(result: CellResult) -> str:
+    """``FAIL row C token #0 (step 2): token; ...`` or ``ERROR engine crashed: ...``."""
+    text = f"{result.status} {result.detail}"
+    return text if len(text) <= 90 else text[:87] + "..."
+
+
+def print_report(console, report: SelftestReport) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
+    dirty = report.dirty_control
+    if dirty:
+        console.print(f"[bold red]the self-test is broken:[/] {len(dirty)} of "
+                      f"{len(report.control)} control cells (no bug injected) are not PASS; "
+                      "no bug was run. Fix these first:", highlight=False)
+        for r in dirty:
+            console.print(f"  {r.status} {escape(r.cell_id)}: {escape(r.detail)}\n"
+                          f"    rerun: {escape(r.rerun)}", highlight=False)
+        return
+    table = Table(title="seeded batching bugs: does the gate fail?", title_justify="left")
+    for name in ("bug", "caught", "killed", "by cells", "how (first kill)"):
+        table.add_column(name, overflow="fold")
+    for k in report.kills:
+        killers = k.killers
+        ids = ", ".join(r.cell_id.removeprefix("l1/") for r in killers[:SHOWN_CELLS])
+        more = f" +{len(killers) - SHOWN_CELLS}" if len(killers) > SHOWN_CELLS else ""
+        table.add_row(
+            k.bug.name,
+            k.verdict(),
+            f"{len(killers)}/{len(k.results)}",
+            escape(ids + more),
+            escape(k.broken or (how(killers[0]) if killers else "every candidate passed")),
+        )
+    console.print(table)
+    console.print(f"control: {len(report.control)} cells with no bug injected, all PASS or "
+                  "ORACLE-BUG", style="dim", highlight=False)
+    if len(report.kills) <= 3:  # a --bug run: say what was injected and why it matters
+        for k in report.kills:
+            console.print(f"[bold]{k.bug.name}[/]: {escape(k.bug.description)}\n"
+                          f"  history: {escape(k.bug.history)}\n  cells: {k.bug.cells}",
+                          highlight=False)
+
+
+def selftest_command(args, console) -> int:
+    with console.status("self-test") as status:
+        report = run_selftest(args.matrix, args.goldens, args.bug,
+                              on_step=lambda text: status.update(f"self-test: {text}"))
+    if not console.is_terminal and console.width < LOG_WIDTH:  # a log or a pipe: don't fold
+        from rich.console import Console
+
+        console = Console(file=console.file, width=LOG_WIDTH)
+    print_report(console, report)
+    verdict = "[green]gate OK[/]" if report.ok else "[bold red]gate NOT proven[/]"
+    console.print(f"[bold]{report.summary()}[/] ({verdict}); matrix {shown(args.matrix)}, "
+                  f"wall time {report.seconds:.1f} s", highlight=False)
+    return 0 if report.ok else 1
