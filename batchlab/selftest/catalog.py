@@ -120,6 +120,10 @@ CATALOG: tuple[SeededBug, ...] = (
          schedule_bugs.greedy_ties_to_last,
          "rule: greedy = argmax(logprobs), first index on ties; ties are common in "
          "random bf16 models (FACTS)"),
+    _bug("argmax-over-logits", _over(B8, "llama-flat") + ",l1/llama-flat/B4/ragged/static/*",
+         schedule_bugs.argmax_over_logits,
+         "rule: greedy = argmax over logprobs, not logits: they differ in ~5% of steps of "
+         "random bf16 models (FACTS)"),
     # -- model side (gemma4)
     _bug("gemma4-per-layer-batch1", _over(RAGGED + "," + JOINS, "gemma4-e4b"),
          model_bugs.per_layer_inputs_batch1,

@@ -100,3 +100,25 @@ def greedy_ties_to_last() -> list[Patch]:
         return clean(logprobs, samplers)
 
     return [Patch(owner=scheduler, name="sample_rows", value=sample_rows)]
+
+
+def argmax_over_logits() -> list[Patch]:
+    """Greedy takes argmax over the raw logits instead of the logprobs
+    (``logits - logsumexp``) the oracle's sampler sees. In bf16 the subtraction rounds
+    distinct logits onto one logprob, so the two argmaxes part on ~5% of steps when the
+    logits are flat (FACTS.md; the zoo's ``llama-flat`` is built for it)."""
+    Scheduler = scheduler.Scheduler
+    clean_sample = original(Scheduler, "_sample")
+
+    def forward_logprobs(self, inputs, caches):
+        logits = self.model(inputs[:, None], cache=caches)[:, -1, :]
+        self.selftest_logits = logits  # what the buggy sampler reads
+        return logits - mx.logsumexp(logits, axis=-1, keepdims=True)
+
+    def sample(self, batch, logprobs):
+        clean_sample(self, batch, logprobs)
+        batch.inputs = mx.argmax(self.selftest_logits, axis=-1)
+        mx.async_eval(batch.inputs)
+
+    return [Patch(owner=Scheduler, name="_forward_logprobs", value=forward_logprobs),
+            Patch(owner=Scheduler, name="_sample", value=sample)]

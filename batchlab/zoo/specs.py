@@ -82,6 +82,16 @@ _SPECS = [
                       "low_freq_factor": 1.0, "original_max_position_embeddings": 8192},
     ),
     _spec(
+        "llama-flat", "llama", "bfloat16", "Llama with flat bf16 logits (greedy tie rules)",
+        notes="vocab 2048, logit std 0.3: top logits near 1 (fine bf16 steps) but logprobs "
+              "near -7 (coarse steps), so distinct logits often tie as logprobs and "
+              "argmax(logits) != argmax(logprobs), as in real bf16 models (FACTS.md)",
+        hidden_size=64, num_attention_heads=4, num_key_value_heads=2, vocab_size=2048,
+        num_hidden_layers=2, intermediate_size=128, head_dim=16, rms_norm_eps=1e-5,
+        rope_theta=500000.0, max_position_embeddings=131072, tie_word_embeddings=False,
+        batchlab_logit_std=0.3,
+    ),
+    _spec(
         "qwen3", "qwen3", "bfloat16", "Qwen3 dense (q/k norm)",
         **_ATTN, num_hidden_layers=2, intermediate_size=128, head_dim=16, rms_norm_eps=1e-6,
         rope_theta=1000000.0, max_position_embeddings=40960, tie_word_embeddings=True,

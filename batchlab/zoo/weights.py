@@ -89,7 +89,8 @@ def _std_range(std: float) -> tuple[float, float]:
 
 
 def _uniform_range(
-    path: str, module: nn.Module, shape: tuple[int, ...], *, tied: bool, head_input_scale: float
+    path: str, module: nn.Module, shape: tuple[int, ...], *, tied: bool, head_input_scale: float,
+    logit_std: float = LOGIT_STD,
 ) -> tuple[float, float]:
     """(low, high) of the draw for one parameter; unknown kinds raise, never guess."""
     parts = path.split(".")
@@ -104,7 +105,7 @@ def _uniform_range(
         if owner in _QUERY_NORMS:
             gain = QUERY_GAIN
         elif tied and owner in _HEAD_NORMS and ".layers." not in path:
-            gain = LOGIT_STD / (EMBED_STD * math.sqrt(shape[0]))  # logits = norm(h) . E
+            gain = logit_std / (EMBED_STD * math.sqrt(shape[0]))  # logits = norm(h) . E
         centre = gain - 1.0 if cls in _OFFSET_NORMS else gain
         return (centre - 0.1, centre + 0.1)
     if name == "weight" and isinstance(module, nn.Embedding):
@@ -112,7 +113,7 @@ def _uniform_range(
     if name == "weight" and isinstance(module, nn.Conv1d):
         return _std_range(1.0 / math.sqrt(shape[1] * shape[2]))  # depthwise: fan_in = kernel
     if name == "weight" and len(shape) >= 2:  # Linear (out, in), SwitchLinear (E, out, in)
-        gain = {"q_proj": QUERY_GAIN, "lm_head": LOGIT_STD / head_input_scale}.get(owner, 1.0)
+        gain = {"q_proj": QUERY_GAIN, "lm_head": logit_std / head_input_scale}.get(owner, 1.0)
         return _std_range(gain / math.sqrt(shape[-1]))
     raise ValueError(f"zoo weights: no init rule for {path} ({cls}, shape {shape})")
 
@@ -139,6 +140,8 @@ def random_weights(spec: ZooSpec, model: nn.Module | None = None) -> dict[str, m
     head_input_scale = (
         cfg["dim_model_base"] / cfg["hidden_size"] if "dim_model_base" in cfg else 1.0
     )
+    # A spec may ask for flatter logits (llama-flat: ties in bf16 logprobs, see specs.py).
+    logit_std = cfg.get("batchlab_logit_std", LOGIT_STD)
     dtype = getattr(mx, spec.dtype)
     # mlx-lm's convert keeps some parameters in float32 (qwen3.5 A_log); so do we.
     may_cast = getattr(model, "cast_predicate", None) or (lambda _path: True)
@@ -146,7 +149,8 @@ def random_weights(spec: ZooSpec, model: nn.Module | None = None) -> dict[str, m
     def redraw(path: str, old: mx.array) -> mx.array:
         owner = modules[path.rsplit(".", 1)[0]] if "." in path else model
         shape = tuple(old.shape)
-        low, high = _uniform_range(path, owner, shape, tied=tied, head_input_scale=head_input_scale)
+        low, high = _uniform_range(path, owner, shape, tied=tied,
+                                   head_input_scale=head_input_scale, logit_std=logit_std)
         new = mx.array(_draw(param_seed(spec.name, path), shape, low, high))
         return new.astype(dtype) if may_cast(path) else new
 
