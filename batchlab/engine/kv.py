@@ -208,12 +208,7 @@ class BatchKV:
     def filter(self, indices) -> None:
         """Keep rows ``indices`` (in that order), then drop the columns every kept row
         pads: left_padding [3, 1, 2] filtered to rows [0, 2] trims 2 -> [1, 0]."""
-        rows = as_rows(indices)
-        if self.keys is not None:
-            take = mx.array(rows, dtype=mx.int32)
-            self.keys, self.values = self.keys[take], self.values[take]
-        self.offset = self.offset_host[rows]
-        self.left_padding = self.left_padding_host[rows]
+        rows = take_rows(self, indices)
         if self._right_padding is not None:  # mlx-lm forgets this one (never hit there)
             self._right_padding = self._right_padding[rows]
         trim = int(self.left_padding_host.min()) if rows else 0
@@ -230,19 +225,7 @@ class BatchKV:
         gets 2 more left-padding columns."""
         if self._right_padding is not None or other._right_padding is not None:
             raise ValueError("finalize() both caches before extend()")
-        if self.keys is None and other.keys is None:
-            self.left_padding = np.concatenate([self.left_padding_host, other.left_padding_host])
-            self.offset = np.concatenate([self.offset_host, other.offset_host])
-            return
-        ref = self if self.keys is not None else other
-        idx = max(self._idx, other._idx)
-        width = max(c.keys.shape[2] for c in (self, other) if c.keys is not None)
-        parts = [pad_for_extend(c, ref, idx, width) for c in (self, other)]
-        self.keys = mx.concatenate([p[0] for p in parts])
-        self.values = mx.concatenate([p[1] for p in parts])
-        self.left_padding = np.concatenate([p[2] for p in parts])
-        self.offset = np.concatenate([self.offset_host, other.offset_host])
-        self._idx = idx
+        extend_aligned(self, other)
 
     def extract(self, idx: int) -> KVCache:
         """Row ``idx`` as mlx-lm's single-row ``KVCache`` (padding dropped)."""
@@ -277,6 +260,37 @@ class BatchKV:
         cache.offset = cache.offset_host + width
         cache._idx = width
         return cache
+
+
+def take_rows(cache, indices) -> list[int]:
+    """The row half of ``filter`` (BatchKV and BatchRing): keep rows ``indices`` of the
+    keys, values and per-row ints, in that order. Returns the rows as a list."""
+    rows = as_rows(indices)
+    if cache.keys is not None:
+        take = mx.array(rows, dtype=mx.int32)
+        cache.keys, cache.values = cache.keys[take], cache.values[take]
+    cache.offset = cache.offset_host[rows]
+    cache.left_padding = cache.left_padding_host[rows]
+    return rows
+
+
+def extend_aligned(cache, other) -> None:
+    """The body of ``extend`` (BatchKV and BatchRing): append ``other``'s rows, both
+    sides padded so their write columns line up at ``max(_idx)`` and their widths at
+    ``max(L)``. With no keys on either side only the per-row ints are joined."""
+    if cache.keys is None and other.keys is None:
+        cache.left_padding = np.concatenate([cache.left_padding_host, other.left_padding_host])
+        cache.offset = np.concatenate([cache.offset_host, other.offset_host])
+        return
+    ref = cache if cache.keys is not None else other
+    idx = max(cache._idx, other._idx)
+    width = max(c.keys.shape[2] for c in (cache, other) if c.keys is not None)
+    parts = [pad_for_extend(c, ref, idx, width) for c in (cache, other)]
+    cache.keys = mx.concatenate([p[0] for p in parts])
+    cache.values = mx.concatenate([p[1] for p in parts])
+    cache.left_padding = np.concatenate([p[2] for p in parts])
+    cache.offset = np.concatenate([cache.offset_host, other.offset_host])
+    cache._idx = idx
 
 
 def pad_for_extend(c, ref, idx: int, width: int):

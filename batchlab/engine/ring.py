@@ -30,7 +30,7 @@ import mlx.core as mx
 import numpy as np
 from mlx_lm.models.cache import RotatingKVCache
 
-from batchlab.engine.kv import STEP, RowInts, as_rows, host_ints, pad_for_extend, roll_rows
+from batchlab.engine.kv import STEP, RowInts, extend_aligned, host_ints, roll_rows, take_rows
 from batchlab.engine.mask import ring_mask
 from batchlab.engine.single import ring_row, ring_temporal
 
@@ -211,12 +211,7 @@ class BatchRing:
 
     def filter(self, indices) -> None:
         """Keep rows ``indices``. Unlike BatchKV, shared padding is NOT trimmed (mlx-lm)."""
-        rows = as_rows(indices)
-        if self.keys is not None:
-            take = mx.array(rows, dtype=mx.int32)
-            self.keys, self.values = self.keys[take], self.values[take]
-        self.offset = self.offset_host[rows]
-        self.left_padding = self.left_padding_host[rows]
+        rows = take_rows(self, indices)
         if self._lengths is not None:  # mlx-lm keeps the old rows' lengths (never hit there)
             self._lengths = self._lengths[rows]
 
@@ -227,21 +222,12 @@ class BatchRing:
         if self._lengths is not None or other._lengths is not None:
             raise ValueError("finalize() both caches before extend()")
         if self.keys is None and other.keys is None:
-            self.left_padding = np.concatenate([self.left_padding_host, other.left_padding_host])
-            self.offset = np.concatenate([self.offset_host, other.offset_host])
+            extend_aligned(self, other)  # only the per-row ints: _offset stays (mlx-lm)
             return
         if self.rotated != other.rotated or self._idx != other._idx:
             self._temporal_order()
             other._temporal_order()
-        ref = self if self.keys is not None else other
-        idx = max(self._idx, other._idx)
-        width = max(c.keys.shape[2] for c in (self, other) if c.keys is not None)
-        parts = [pad_for_extend(c, ref, idx, width) for c in (self, other)]
-        self.keys = mx.concatenate([p[0] for p in parts])
-        self.values = mx.concatenate([p[1] for p in parts])
-        self.left_padding = np.concatenate([p[2] for p in parts])
-        self.offset = np.concatenate([self.offset_host, other.offset_host])
-        self._idx = idx
+        extend_aligned(self, other)
         self._offset = max(self._offset, other._offset)
 
     def extract(self, idx: int) -> RotatingKVCache:
