@@ -67,6 +67,8 @@ def build_parser() -> argparse.ArgumentParser:
     selftest.add_argument("--goldens", type=Path, default=DEFAULT_GOLDENS)
     selftest.add_argument("--bug", default=None, help="run only bugs whose name contains this")
 
+    from batchlab.bench.cli import add_bench_parser
+    add_bench_parser(sub)
     return parser
 
 

@@ -1,0 +1,151 @@
+"""The sweep: for each B, a warm-up run per engine, then repeats interleaved across
+engines, then one ``Result`` per (B, engine) with medians and min/max.
+
+Interleaving (repeat r runs the engines in an order rotated by r: l1, BG, l1 ... then
+BG, l1 ...) spreads clock boosts, thermal drift and allocator state evenly over the
+engines, so the ratio of medians is fair even when absolute times drift between runs.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+from mlx import nn
+
+from batchlab.bench.engines import BATCH_GENERATOR, GENERATE_STEP, PATHS, Run, engines_at
+
+SINGLE_STREAM_TARGET = 0.95  # the mission: l1 at B=1 within 5% of generate_step's speed
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BenchSpec:
+    batches: tuple[int, ...]
+    prompt_len: int
+    gen_len: int
+    paths: tuple[str, ...] = ("l1",)
+    repeats: int = 3
+    seed: int = 0
+
+    def __post_init__(self):
+        if not self.batches or min(self.batches) < 1:
+            raise ValueError(f"--batch needs sizes >= 1, got {self.batches}")
+        if self.prompt_len < 1 or self.gen_len < 2:
+            raise ValueError("need --prompt-len >= 1 and --gen-len >= 2")
+        if self.repeats < 1:
+            raise ValueError("--repeats must be >= 1")
+        unknown = [p for p in self.paths if p not in PATHS]
+        if unknown:
+            raise ValueError(f"unknown path(s) {', '.join(unknown)}; known: {', '.join(PATHS)}")
+
+    def num_runs(self) -> int:
+        """Every run the sweep makes, warm-ups included (the progress bar's total)."""
+        per_b = [len(engines_at(self.paths, b)) for b in self.batches]
+        return sum(per_b) * (self.repeats + 1)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Result:
+    """One engine at one B over the repeats: the record every printer reads."""
+
+    model: str
+    backend: str
+    engine: str
+    batch: int
+    prompt_len: int
+    gen_len: int
+    repeats: int
+    ms_step: float  # median decode ms per step
+    ms_step_min: float
+    ms_step_max: float
+    tok_s: float  # aggregate decode tok/s at the median step
+    tok_s_row: float  # per row
+    prefill_tok_s: float  # median
+    peak_gb: float  # max over repeats, weights included
+    ratio_vs_mlx_lm: float  # tok/s / BatchGenerator's tok/s at this B (>1: faster)
+    ratio_vs_generate_step: float | None  # same against generate_step, B=1 only
+    roofline_pct: float | None  # weight-streaming bound / median step, in %
+    bandwidth_gbs: float | None
+    streamed_gb: float
+    mlx: str
+    mlx_lm: str
+
+
+def make_prompts(batch: int, prompt_len: int, vocab_size: int, seed: int) -> list[list[int]]:
+    """B random prompts, the same for every engine (a given seed and B)."""
+    rng = np.random.default_rng([seed, batch])
+    return rng.integers(0, vocab_size, size=(batch, prompt_len)).tolist()
+
+
+def sweep(
+    model: nn.Module,
+    spec: BenchSpec,
+    vocab_size: int,
+    on_run: Callable[[str, int, str], None] | None = None,
+    on_batch: Callable[[int, list[Run]], None] | None = None,
+) -> list[Run]:
+    """Every timed run (warm-ups excluded). ``on_run(engine, B, label)`` is called before
+    each run, ``on_batch(B, runs)`` after each B."""
+    runs: list[Run] = []
+    for batch in spec.batches:
+        engines = engines_at(spec.paths, batch)
+        prompts = make_prompts(batch, spec.prompt_len, vocab_size, spec.seed)
+        for name, drive in engines:  # warm-up: kernels, allocator, shapes of this B
+            if on_run:
+                on_run(name, batch, "warm-up")
+            drive(model, prompts, spec.gen_len)
+        timed = []
+        for r in range(spec.repeats):
+            for name, drive in engines[r % len(engines):] + engines[: r % len(engines)]:
+                if on_run:
+                    on_run(name, batch, f"repeat {r + 1}/{spec.repeats}")
+                timed.append(drive(model, prompts, spec.gen_len))
+        runs += timed
+        if on_batch:
+            on_batch(batch, timed)
+    return runs
+
+
+def summarize(
+    runs: list[Run],
+    *,
+    model: str,
+    backend: str,
+    spec: BenchSpec,
+    bound_s: float | None,
+    bandwidth: float | None,
+    streamed_bytes: int,
+    versions: dict[str, str],
+) -> list[Result]:
+    """Medians per (B, engine), with ratios against mlx-lm's engines at the same B."""
+    groups: dict[tuple[int, str], list[Run]] = {}
+    for run in runs:
+        groups.setdefault((run.batch, run.engine), []).append(run)
+    median_step = {key: statistics.median(r.step_s for r in rs) for key, rs in groups.items()}
+    results = []
+    for (batch, engine), rs in groups.items():
+        step = median_step[(batch, engine)]
+        steps = [r.step_s for r in rs]
+        single = median_step.get((1, GENERATE_STEP)) if batch == 1 else None
+        results.append(Result(
+            model=model, backend=backend, engine=engine, batch=batch,
+            prompt_len=spec.prompt_len, gen_len=spec.gen_len, repeats=len(rs),
+            ms_step=step * 1e3, ms_step_min=min(steps) * 1e3, ms_step_max=max(steps) * 1e3,
+            tok_s=batch / step, tok_s_row=1 / step,
+            prefill_tok_s=statistics.median(r.prefill_tok_s for r in rs),
+            peak_gb=max(r.peak_bytes for r in rs) / 1e9,
+            ratio_vs_mlx_lm=median_step[(batch, BATCH_GENERATOR)] / step,
+            ratio_vs_generate_step=single / step if single else None,
+            roofline_pct=100 * bound_s / step if bound_s else None,
+            bandwidth_gbs=bandwidth / 1e9 if bandwidth else None,
+            streamed_gb=streamed_bytes / 1e9,
+            mlx=versions["mlx"], mlx_lm=versions["mlx_lm"],
+        ))  # fmt: skip
+    return sorted(results, key=lambda r: (r.batch, _engine_order(r.engine)))
+
+
+def _engine_order(engine: str) -> tuple[int, str]:
+    rank = {BATCH_GENERATOR: 1, GENERATE_STEP: 2}
+    return rank.get(engine, 0), engine

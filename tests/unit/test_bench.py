@@ -1,0 +1,130 @@
+"""``batchlab bench`` end to end on a tiny zoo model (seconds), and its pure parts.
+
+No timing assertions, ever: times on a shared CI machine say nothing. These check that
+the bench runs every engine, writes its files, and that the report derives from the CSV.
+"""
+
+from __future__ import annotations
+
+import csv
+
+import pytest
+from mlx import nn
+from mlx.utils import tree_flatten
+
+from batchlab.bench.measure import BenchSpec, make_prompts
+from batchlab.bench.report import file_stem, read_csv
+from batchlab.bench.roofline import measure_bandwidth, weight_bytes
+from batchlab.bench.shapes import SHAPES, parse_shape_name
+from batchlab.cli import main
+from batchlab.zoo import load
+from batchlab.zoo.weights import model_classes
+
+
+def test_bench_end_to_end(tmp_path):
+    argv = ["bench", "--model", "llama", "--batch", "1,2", "--prompt-len", "4",
+            "--gen-len", "3", "--repeats", "2", "--bandwidth", "10", "--out", str(tmp_path)]
+    assert main(argv) == 0
+    for ext in ("csv", "md", "png"):
+        assert (tmp_path / f"llama.{ext}").is_file()
+    with open(tmp_path / "llama.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert "ratio_vs_mlx_lm" in rows[0]
+    assert [(r["batch"], r["engine"]) for r in rows] == [
+        ("1", "l1"), ("1", "BatchGenerator"), ("1", "generate_step"),
+        ("2", "l1"), ("2", "BatchGenerator"),
+    ]
+    assert {r["repeats"] for r in rows} == {"2"}
+    assert rows[1]["ratio_vs_mlx_lm"] == "1.0"  # BatchGenerator against itself
+    assert rows[3]["ratio_vs_generate_step"] == ""  # generate_step runs at B=1 only
+    table = (tmp_path / "llama.md").read_text()
+    assert "| B | l1 ms/step | BatchGenerator ms/step |" in table
+    assert "l1 / mlx-lm" in table
+
+    # the report is rebuilt from the CSV alone
+    (tmp_path / "llama.md").unlink()
+    (tmp_path / "summary.md").unlink()
+    assert main(["bench", "report", "--out", str(tmp_path)]) == 0
+    assert (tmp_path / "llama.md").read_text() == table
+    assert "[llama](llama.png)" in (tmp_path / "summary.md").read_text()
+    assert read_csv(tmp_path / "llama.csv")[0].engine == "l1"
+
+
+def test_bench_refuses_unknown_path_and_model(tmp_path):
+    with pytest.raises(ValueError, match="unknown path"):
+        BenchSpec(batches=(1,), prompt_len=4, gen_len=3, paths=("l9",))
+    assert main(["bench", "--model", "no-such-model", "--bandwidth", "1",
+                 "--out", str(tmp_path)]) == 2
+
+
+def test_prompts_are_deterministic_per_seed_and_b():
+    assert make_prompts(2, 3, 320, seed=0) == make_prompts(2, 3, 320, seed=0)
+    assert make_prompts(2, 3, 320, seed=0) != make_prompts(2, 3, 320, seed=1)
+    assert len(make_prompts(4, 5, 320, seed=0)) == 4
+
+
+def test_file_stem():
+    assert file_stem("qwen3-0.6b@L2") == "qwen3-0.6b-L2"
+    assert file_stem("llama") == "llama"
+
+
+def test_shape_names():
+    assert parse_shape_name("llama") is None
+    shape, layers = parse_shape_name("qwen3-0.6b@L2")
+    assert (shape.name, layers) == ("qwen3-0.6b", 2)
+    with pytest.raises(ValueError, match="@L"):
+        parse_shape_name("qwen3-0.6b@Lx")
+
+
+# Parameter counts of the real checkpoints (text model): the shapes must match them.
+# Counted on the lazily built modules: nothing is evaluated, so this takes no memory.
+REAL_PARAMS = {
+    "llama-3.2-1b": 1_235_814_400,
+    "llama-3.1-8b": 8_030_261_248,
+    "qwen3-0.6b": 596_049_920,
+    "gemma3-4b": 3_880_263_168,
+}
+
+
+@pytest.mark.parametrize("name", sorted(SHAPES))
+def test_shapes_have_the_real_parameter_counts(name):
+    shape = SHAPES[name]
+    model_cls, args_cls = model_classes(shape.model_type)
+    model = model_cls(args_cls.from_dict({"model_type": shape.model_type, **shape.config}))
+    if shape.tied and "lm_head" in model:
+        model.pop("lm_head")
+    assert sum(p.size for _, p in tree_flatten(model.parameters())) == REAL_PARAMS[name]
+
+
+def test_weight_bytes_skip_gathered_tables():
+    tied = load("llama").model  # tied head: the embedding is read whole every step
+    assert weight_bytes(tied).streamed == weight_bytes(tied).total
+
+    class Untied(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed_tokens = nn.Embedding(10, 4)
+            self.lm_head = nn.Linear(4, 10, bias=False)
+
+    untied = weight_bytes(Untied())
+    assert (untied.total, untied.streamed) == (2 * 40 * 4, 40 * 4)
+
+
+def test_measure_bandwidth_is_positive():
+    assert measure_bandwidth(num_bytes=1 << 20, repeats=2) > 0
+
+
+def test_a_failing_model_does_not_stop_the_others(tmp_path, monkeypatch):
+    from batchlab.bench import cli as bench_cli
+
+    done = []
+
+    def fake(name, spec, bandwidth, out, console):
+        if name == "qwen3":
+            raise RuntimeError("out of memory")
+        done.append(name)
+
+    monkeypatch.setattr(bench_cli, "_bench_model", fake)
+    argv = ["bench", "--model", "qwen3,llama", "--bandwidth", "1", "--out", str(tmp_path)]
+    assert main(argv) == 1
+    assert done == ["llama"]
