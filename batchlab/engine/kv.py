@@ -55,6 +55,10 @@ class RowInts:
 
     def __init__(self, optional: bool = False):
         self.optional = optional
+        # The last upload, shared: every layer of a step holds the same ints, so a
+        # 32-layer model uploads its RoPE offsets once per step, not 32 times. The
+        # device array is never written in place, so sharing it is safe.
+        self._last: tuple[bytes, mx.array] | None = None
 
     def __set_name__(self, owner, name: str):
         self.name, self.host, self.dev = name, f"{name}_host", f"_{name}_dev"
@@ -64,7 +68,10 @@ class RowInts:
             return self
         d = obj.__dict__
         if d.get(self.dev) is None and d.get(self.host) is not None:
-            d[self.dev] = mx.array(d[self.host], dtype=mx.int32)
+            key = d[self.host].tobytes()
+            if self._last is None or self._last[0] != key:
+                self._last = (key, mx.array(d[self.host], dtype=mx.int32))
+            d[self.dev] = self._last[1]
         return d.get(self.dev)
 
     def __set__(self, obj, value) -> None:
