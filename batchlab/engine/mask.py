@@ -118,11 +118,16 @@ def ssm_mask(N: int, left_padding: Ints | None, lengths: Ints | None) -> mx.arra
     An all-True mask is NOT the same as ``None``: models take another code path (e.g.
     ``mx.where``), so callers must keep mlx-lm's None-vs-array choice.
     """
-    pos = mx.arange(N)
+    if left_padding is None and lengths is None:
+        return None
+    if isinstance(left_padding, mx.array) or isinstance(lengths, mx.array):
+        pos, rows = mx.arange(N), (lambda x: _rows(x)[:, :, 0, 0])
+    else:  # host ints: build in numpy, upload once (same bools, same shape)
+        pos, rows = np.arange(N), (lambda x: np.asarray(x).reshape(-1, 1))
     mask = None
     if left_padding is not None:
-        mask = pos >= _rows(left_padding)[:, :, 0, 0]
+        mask = pos >= rows(left_padding)
     if lengths is not None:
-        valid = pos < _rows(lengths)[:, :, 0, 0]
+        valid = pos < rows(lengths)
         mask = valid if mask is None else mask & valid
-    return mask
+    return mask if isinstance(mask, mx.array) else mx.array(mask)
