@@ -26,8 +26,8 @@ def add_bench_parser(sub) -> None:
     p.add_argument("--prompt-len", type=int, default=128, help="prompt tokens per row")
     p.add_argument("--gen-len", type=int, default=32, help="generated tokens per row")
     p.add_argument("--paths", default="l1",
-                   help="batchlab paths to time, comma list: l1, and the bench-only ablation "
-                   "l1-nomask (l1 minus all-True decode masks; see bench/ablations.py)")
+                   help="batchlab paths to time, comma list: l1, fast (l1 minus all-True "
+                   "decode masks; see engine/fast.py)")
     p.add_argument("--repeats", type=int, default=3, help="timed runs per engine and B")
     p.add_argument("--bandwidth", type=float, default=None,
                    help="memory bandwidth in GB/s for the roofline (default: measured)")

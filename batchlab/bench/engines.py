@@ -87,11 +87,11 @@ def run_l1(model: nn.Module, prompts: list[list[int]], gen_len: int) -> Run:
     return _run_scheduler("l1", Scheduler, model, prompts, gen_len)
 
 
-def run_l1_nomask(model: nn.Module, prompts: list[list[int]], gen_len: int) -> Run:
-    """Ablation: l1 with all-True decode masks dropped (``bench/ablations.py``)."""
-    from batchlab.bench.ablations import UnmaskedScheduler
+def run_fast(model: nn.Module, prompts: list[list[int]], gen_len: int) -> Run:
+    """The fast path: l1 without all-True decode masks (``engine/fast.py``)."""
+    from batchlab.engine.fast import FastScheduler
 
-    return _run_scheduler("l1-nomask", UnmaskedScheduler, model, prompts, gen_len)
+    return _run_scheduler("fast", FastScheduler, model, prompts, gen_len)
 
 
 def _run_scheduler(engine: str, kind: type[Scheduler], model: nn.Module,
@@ -180,9 +180,8 @@ def run_generate_step(model: nn.Module, prompts: list[list[int]], gen_len: int) 
                peak_bytes=mx.get_peak_memory())
 
 
-# batchlab paths (--paths); later paths (compiled, paged, ...) register here, and bench-only
-# ablations (not engine paths: nothing gates their bits) beside them
-PATHS: dict[str, Driver] = {"l1": run_l1, "l1-nomask": run_l1_nomask}
+# batchlab paths (--paths), each gated in the matrix (batchlab/engine/paths.py)
+PATHS: dict[str, Driver] = {"l1": run_l1, "fast": run_fast}
 REFERENCES: dict[str, Driver] = {BATCH_GENERATOR: run_batch_generator,
                                  GENERATE_STEP: run_generate_step}
 

@@ -25,8 +25,9 @@ def run_script(
     dtype: str,
     config: ScheduleConfig = MLX_LM_DEFAULTS,
     keep_values: bool = True,
+    scheduler_class: type[Scheduler] = Scheduler,
 ) -> Trajectory:
-    scheduler = Scheduler(model, config)
+    scheduler = scheduler_class(model, config)
     out = TrajectoryBuilder(dtype, keep_values)
     events_at = defaultdict(list)
     for event in cell.events:
@@ -55,12 +56,15 @@ def run_script(
 
 def run_cell(cell: Cell, keep_values: bool = True) -> Trajectory:
     """Run ``cell`` on its path. Raises ``Unsupported`` for paths the engine lacks."""
+    from batchlab.engine.paths import PATHS
     from batchlab.zoo import load
 
-    if cell.path != "l1":
-        raise Unsupported(f"path {cell.path!r} is not implemented by the engine (only 'l1')")
+    if cell.path not in PATHS:
+        raise Unsupported(f"path {cell.path!r} is not implemented by the engine "
+                          f"(known: {', '.join(PATHS)})")
     loaded = load(cell.model)
-    return run_script(cell, loaded.model, loaded.dtype, keep_values=keep_values)
+    return run_script(cell, loaded.model, loaded.dtype, keep_values=keep_values,
+                      scheduler_class=PATHS[cell.path].scheduler)
 
 
 class Unsupported(Exception):

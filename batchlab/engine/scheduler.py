@@ -38,6 +38,7 @@ from mlx import nn
 from batchlab.engine import layers
 from batchlab.engine.batch import DecodeBatch, PromptBatch, Request, Sequence
 from batchlab.engine.config import MLX_LM_DEFAULTS, ScheduleConfig
+from batchlab.engine.kv import BatchKV
 from batchlab.engine.sampler import sample_rows
 
 
@@ -58,6 +59,10 @@ class Emission:
 
 
 class Scheduler:
+    """The l1 path. Subclasses (other paths) may swap the full-attention cache class."""
+
+    kv_class: type = BatchKV
+
     def __init__(self, model: nn.Module, config: ScheduleConfig = MLX_LM_DEFAULTS):
         self.model = model
         self.config = config
@@ -131,7 +136,8 @@ class Scheduler:
         if n <= 0:
             return
         seqs, self.queue = self.queue[:n], self.queue[n:]
-        fresh = PromptBatch(seqs=seqs, caches=layers.make_batch_caches(self.model, n))
+        caches = layers.make_batch_caches(self.model, n, kv_class=self.kv_class)
+        fresh = PromptBatch(seqs=seqs, caches=caches)
         if len(self.prompt):
             self.prompt.extend(fresh)
         else:

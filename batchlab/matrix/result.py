@@ -23,6 +23,7 @@ class CellResult:
     seconds: float
     tokens: int  # emitted tokens compared
     divergence: dict | None = None
+    kl: dict | None = None  # lab paths that are not bit-exact: statistics vs the oracle
     traceback: str | None = None
 
     @classmethod

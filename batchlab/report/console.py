@@ -27,7 +27,7 @@ class LiveProgress:
         )
         self.task = self.progress.add_task("", total=total)
 
-    def __enter__(self) -> LiveProgress:
+    def __enter__(self):  # -> LiveProgress
         self.progress.start()
         return self
 

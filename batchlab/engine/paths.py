@@ -1,0 +1,43 @@
+"""The engine's paths: how a cell runs, and how its result is gated against the oracle.
+
+    l1    batchlab's own primitives on mlx-lm's schedule and layouts; bit-exact, always
+    fast  l1 without all-True decode masks; bit-exact where it stays exact, else KL
+
+Tolerances live here, on the path, and nowhere else. l1 has none.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from batchlab.engine.fast import FastScheduler
+from batchlab.engine.scheduler import Scheduler
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class KLGate:
+    """Pass a non-exact lab cell when its statistics against the oracle stay inside."""
+
+    max_kl: float  # nats, worst single step of any row
+    min_same_top1: float  # share of compared steps whose argmax agrees
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EnginePath:
+    name: str
+    scheduler: type[Scheduler]
+    description: str
+    kl_gate: KLGate | None  # None: bit-exact or FAIL
+
+
+PATHS = {
+    "l1": EnginePath(name="l1", scheduler=Scheduler, kl_gate=None,
+                     description="mlx-lm's schedule and layouts, gated bit-exact"),
+    "fast": EnginePath(name="fast", scheduler=FastScheduler,
+                       kl_gate=KLGate(max_kl=1e-3, min_same_top1=0.99),
+                       description="l1 without all-True decode masks (fused decode kernels)"),
+}
+
+
+def engine_path(name: str) -> EnginePath | None:
+    return PATHS.get(name)

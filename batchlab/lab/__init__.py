@@ -1,0 +1,1 @@
+"""Lab gates: statistics for paths that have no bit-exact oracle."""

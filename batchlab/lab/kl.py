@@ -1,0 +1,56 @@
+"""llama.cpp-style statistics of an engine trajectory against the oracle's distributions.
+
+Both sides must carry full logprob vectors (``Step.values``: a live oracle run). Steps are
+compared while the rows' tokens agree: after a row's first differing token the two runs
+condition on different text and a distance says nothing more; ``same_top1`` counts that
+first differing step as a miss.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from batchlab.trajectory import Trajectory
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class KLStats:
+    steps: int
+    mean_kl: float
+    median_kl: float
+    p99_kl: float
+    max_kl: float
+    same_top1: float
+    rms_dp: float  # RMS of probability deltas over every token of every compared step
+
+    def describe(self) -> str:
+        return (f"KL over {self.steps} steps: mean {self.mean_kl:.3g}, median "
+                f"{self.median_kl:.3g}, p99 {self.p99_kl:.3g}, max {self.max_kl:.3g}; "
+                f"same top-1 {self.same_top1:.1%}; RMS dp {self.rms_dp:.3g}")
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def kl_stats(reference: Trajectory, got: Trajectory) -> KLStats:
+    kls, same, squares, count = [], [], 0.0, 0
+    for name, ref_steps in reference.rows.items():
+        for ref, step in zip(ref_steps, got.rows.get(name, ())):
+            if ref.values is None or step.values is None:
+                raise ValueError("KL statistics need full logprobs: run the oracle live")
+            p_ref = np.exp(ref.values.astype(np.float64))
+            p_got = np.exp(step.values.astype(np.float64))
+            kls.append(float(np.sum(p_ref * (ref.values - step.values))))
+            same.append(int(np.argmax(ref.values)) == int(np.argmax(step.values)))
+            squares += float(np.sum((p_ref - p_got) ** 2))
+            count += p_ref.size
+            if ref.token != step.token:
+                break
+    if not kls:
+        raise ValueError("no steps to compare")
+    arr = np.array(kls)
+    return KLStats(steps=len(kls), mean_kl=float(arr.mean()), median_kl=float(np.median(arr)),
+                   p99_kl=float(np.percentile(arr, 99)), max_kl=float(arr.max()),
+                   same_top1=float(np.mean(same)), rms_dp=float(np.sqrt(squares / count)))

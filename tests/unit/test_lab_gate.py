@@ -1,0 +1,86 @@
+"""Lab paths: the fast path's mask rule, and the KL gate for cells that are not bit-exact."""
+
+import dataclasses
+
+import mlx.core as mx
+import numpy as np
+
+from batchlab.engine.fast import UnmaskedDecodeKV
+from batchlab.engine.paths import PATHS
+from batchlab.golden.store import Golden, Stamp
+from batchlab.lab.kl import kl_stats
+from batchlab.matrix.compare import first_divergence
+from batchlab.matrix.evaluate import _lab_gate
+from batchlab.matrix.result import CellResult
+from batchlab.matrix.spec import expand
+from batchlab.trajectory import Step, Trajectory
+
+
+def test_fast_kv_drops_only_all_true_decode_masks():
+    kv = UnmaskedDecodeKV([0, 0])
+    kv.update_and_fetch(mx.zeros((2, 1, 3, 4)), mx.zeros((2, 1, 3, 4)))
+    assert kv.make_mask(1) is None
+    assert kv.make_mask(2).shape == (2, 1, 2, 5)  # prefill keeps its causal mask
+    assert kv.make_mask(1, window_size=2).tolist() == [[[[False, False, True, True]]]] * 2
+    padded = UnmaskedDecodeKV([1, 0])
+    padded.update_and_fetch(mx.zeros((2, 1, 3, 4)), mx.zeros((2, 1, 3, 4)))
+    assert padded.make_mask(1).tolist() == [[[[False, True, True, True]]],
+                                            [[[True, True, True, True]]]]
+
+
+def steps(rows: list[list[float]], tokens: list[int]) -> tuple[Step, ...]:
+    out = []
+    for i, (row, token) in enumerate(zip(rows, tokens)):
+        values = np.log(np.array(row, dtype=np.float32))
+        out.append(Step(step=i, token=token, digest=values.tobytes().hex()[:16],
+                        top=((token, float(values[token])),), values=values))
+    return tuple(out)
+
+
+def test_kl_stats_are_exact_on_a_small_case():
+    ref = Trajectory(rows={"A": steps([[0.5, 0.5], [0.9, 0.1]], [0, 0])}, dtype="float32")
+    got = Trajectory(rows={"A": steps([[0.5, 0.5], [0.6, 0.4]], [0, 0])}, dtype="float32")
+    stats = kl_stats(ref, got)
+    expected = 0.9 * np.log(0.9 / 0.6) + 0.1 * np.log(0.1 / 0.4)
+    assert stats.steps == 2
+    assert np.isclose(stats.max_kl, expected, rtol=1e-5)
+    assert stats.same_top1 == 1.0
+    assert np.isclose(stats.rms_dp, np.sqrt((0.3**2 + 0.3**2) / 4), rtol=1e-5)
+
+
+def test_kl_comparison_stops_after_the_first_different_token():
+    ref = Trajectory(rows={"A": steps([[0.6, 0.4], [0.9, 0.1], [0.9, 0.1]], [0, 0, 0])},
+                     dtype="float32")
+    got = Trajectory(rows={"A": steps([[0.4, 0.6], [0.1, 0.9], [0.1, 0.9]], [1, 1, 1])},
+                     dtype="float32")
+    stats = kl_stats(ref, got)
+    assert stats.steps == 1 and stats.same_top1 == 0.0
+
+
+def gate_result(path: str, got_rows: list[list[float]]):
+    cell = dataclasses.replace(expand({"sweep": [{
+        "models": ["llama"], "batch": [1], "padding": ["equal"], "scripts": ["static"],
+        "contexts": ["short"]}]})[0], path=path)
+    ref = Trajectory(rows={"A": steps([[0.7, 0.3], [0.8, 0.2]], [0, 0])}, dtype="float32")
+    got = Trajectory(rows={"A": steps(got_rows, [0, 0])}, dtype="float32")
+    stamp = Stamp(cell_id="x", definition_digest="", backend="", versions={},
+                  fingerprint="", schedule={})
+    golden = Golden(stamp=stamp, oracle="t", dtype="float32", serial_check="agrees",
+                    oracle_bug=None, trajectory=ref)
+    divergence = first_divergence(ref, got, ["A"])
+
+    def result(status, detail, **kw):
+        return CellResult.of(cell, status=status, detail=detail, rerun="", seconds=0, **kw)
+
+    return _lab_gate(cell, golden, got, divergence, result, tokens=2)
+
+
+def test_l1_has_no_tolerance_and_fast_is_kl_gated():
+    close = [[0.7001, 0.2999], [0.8, 0.2]]
+    assert PATHS["l1"].kl_gate is None
+    assert gate_result("l1", close).status == "FAIL"
+    passed = gate_result("fast", close)
+    assert passed.status == "PASS" and passed.kl["max_kl"] < 1e-6
+    assert "not bit-exact" in passed.detail
+    far = gate_result("fast", [[0.7, 0.3], [0.3, 0.7]])
+    assert far.status == "FAIL" and far.kl["same_top1"] == 0.5
