@@ -148,9 +148,10 @@ def write_plot(path: Path, results: list[Result]) -> bool:
             continue
         x = [r.batch for r in rs]
         y = [r.tok_s for r in rs]
-        # tok/s of the slowest and fastest repeat (step times invert)
-        err = [[r.tok_s - r.batch * 1e3 / r.ms_step_max for r in rs],
-               [r.batch * 1e3 / r.ms_step_min - r.tok_s for r in rs]]
+        # tok/s of the slowest and fastest repeat (step times invert); clamped at 0
+        # because tok/s is a median of its own and rounding can cross the extremes
+        err = [[max(0.0, r.tok_s - r.batch * 1e3 / r.ms_step_max) for r in rs],
+               [max(0.0, r.batch * 1e3 / r.ms_step_min - r.tok_s) for r in rs]]
         ax.errorbar(x, y, yerr=err, marker="o", capsize=3, label=engine)
     first = results[0]
     batches = sorted({r.batch for r in results})
