@@ -177,10 +177,16 @@ def prefill(model: nn.Module, caches: list, chunks: list[list[int]], step_size: 
     if padded:
         layers.prepare_layers(caches, lengths=lengths, right_padding=right_padding)
     tokens = mx.array([c + [0] * (width - len(c)) for c in chunks])
+    # mx.clear_cache() where mlx-lm's prefill calls it: on CUDA the bits of some kernels
+    # depend on where buffers land (alignment picks the kernel), so the engine must free
+    # and allocate at the same points as the oracle. Seen on the H200: gpt-oss B4 ragged
+    # wrap was bit-exact in a fresh process but not after other cells had run.
     while tokens.shape[1] > 0:
         model(tokens[:, :step_size], cache=caches)
         mx.eval(layers.layer_state(caches))
+        mx.clear_cache()
         tokens = tokens[:, step_size:]
     if padded:
         layers.finalize_layers(caches)
         mx.eval(layers.layer_state(caches))
+        mx.clear_cache()
