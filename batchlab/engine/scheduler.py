@@ -93,13 +93,14 @@ class Scheduler:
                 batch.filter(keep)
 
     def step(self) -> list[Emission]:
-        emitted = self._decode_step() if len(self.decode) else []
-        if len(self.decode) >= self.max_decoding:
+        with mx.stream(engine_stream()):
+            emitted = self._decode_step() if len(self.decode) else []
+            if len(self.decode) >= self.max_decoding:
+                return emitted
+            self._admit()
+            self._join_prefilled()
+            self._prefill_chunk()
             return emitted
-        self._admit()
-        self._join_prefilled()
-        self._prefill_chunk()
-        return emitted
 
     def _all_seqs(self):
         return [*self.queue, *self.prompt.seqs, *self.decode.seqs]
@@ -165,6 +166,16 @@ class Scheduler:
             chunks.append(seq.unprefilled[:n])
             seq.unprefilled = seq.unprefilled[n:]
         prefill(self.model, self.prompt.caches, chunks, self.config.prefill_step_size)
+
+
+def engine_stream() -> mx.Stream:
+    """The stream the engine computes on: mlx-lm's ``generation_stream`` (a public
+    helper, not a batch cache), as its own loops use. Measured on the CPU backend: the
+    default stream is ~5% slower per decode step at B=1, and a stream of our own beside
+    mlx-lm's (one more CPU worker thread) slowed every engine in the process by ~30%."""
+    from mlx_lm.generate import generation_stream
+
+    return generation_stream
 
 
 def prefill(model: nn.Module, caches: list, chunks: list[list[int]], step_size: int) -> None:
