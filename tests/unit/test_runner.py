@@ -1,0 +1,55 @@
+"""The runner and its report folder, end to end on a few quick cells (seconds)."""
+
+import json
+import xml.etree.ElementTree as ET
+
+from batchlab.cli import main
+from batchlab.report.files import read_results
+
+QUICK = "matrices/quick.toml"
+
+
+def run(tmp_path, *extra):
+    report = tmp_path / "report"
+    status = main(["matrix", "run", "--matrix", QUICK, "--filter", "l1/llama/",
+                   "--report", str(report), *extra])
+    return status, report
+
+
+def test_run_writes_every_report_file_and_exits_zero(tmp_path):
+    status, report = run(tmp_path)
+    assert status == 0
+    for name in ("results.jsonl", "results.csv", "summary.md", "junit.xml", "heatmap.png"):
+        assert (report / name).stat().st_size > 0, name
+    results = read_results(report)
+    assert len(results) == 6 and {r.status for r in results} == {"PASS"}
+    suite = ET.parse(report / "junit.xml").getroot()
+    assert suite.get("tests") == "6" and suite.get("failures") == "0"
+    assert "6/6 cells passed (0 unsupported, 0 oracle-bug)" in (report / "summary.md").read_text()
+
+
+def test_missing_goldens_fail_the_run_with_the_fix(tmp_path):
+    status, report = run(tmp_path, "--goldens", str(tmp_path / "empty"))
+    assert status == 1
+    result = read_results(report)[0]
+    assert result.status == "NO-GOLDEN"
+    assert "batchlab golden regen --matrix matrices/quick.toml" in result.detail
+
+
+def test_a_cut_short_log_keeps_its_whole_lines(tmp_path):
+    _, report = run(tmp_path)
+    log = report / "results.jsonl"
+    lines = log.read_text().splitlines()
+    log.write_text("\n".join(lines[:3]) + "\n" + lines[3][:20])  # a crash mid-write
+    assert [r.cell_id for r in read_results(report)] == [
+        json.loads(line)["cell_id"] for line in lines[:3]]
+
+
+def test_shards_partition_the_matrix(tmp_path):
+    from batchlab.matrix.runner import parse_shard, select
+    from batchlab.matrix.spec import load_matrix
+
+    cells = load_matrix(QUICK)
+    parts = [select(cells, None, parse_shard(f"{i}/3")) for i in (1, 2, 3)]
+    assert sorted(c.id for p in parts for c in p) == sorted(c.id for c in cells)
+    assert not set(c.id for c in parts[0]) & set(c.id for c in parts[1])
