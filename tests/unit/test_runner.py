@@ -52,4 +52,4 @@ def test_shards_partition_the_matrix(tmp_path):
     cells = load_matrix(QUICK)
     parts = [select(cells, None, parse_shard(f"{i}/3")) for i in (1, 2, 3)]
     assert sorted(c.id for p in parts for c in p) == sorted(c.id for c in cells)
-    assert not set(c.id for c in parts[0]) & set(c.id for c in parts[1])
+    assert not {c.id for c in parts[0]} & {c.id for c in parts[1]}
