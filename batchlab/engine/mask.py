@@ -39,35 +39,32 @@ def causal_mask(
     and the shape are the same either way.
     """
     if isinstance(left_padding, mx.array) or isinstance(right_padding, mx.array):
-        return _causal_mask_lazy(N, offset, left_padding, window, right_padding)
+        return _causal(mx, N, offset, left_padding, window, right_padding)
     return mx.array(causal_mask_host(N, offset, left_padding, window, right_padding))
 
 
 def causal_mask_host(N, offset, left_padding=None, window=None, right_padding=None) -> np.ndarray:
     """``causal_mask`` as a numpy bool array."""
-    cols = np.arange(offset + N)[None]
-    rows = np.arange(offset, offset + N)[:, None]
+    return _causal(np, N, offset, left_padding, window, right_padding)
+
+
+def _causal(xp, N, offset, left_padding, window, right_padding):
+    """The mask in array module ``xp`` (numpy on the host, mlx lazily on the device)."""
+    cols = xp.arange(offset + N)[None]
+    rows = xp.arange(offset, offset + N)[:, None]
     mask = rows >= cols
     if window is not None:
         mask = mask & (rows < cols + window)
     if right_padding is not None:
-        mask = mask & (cols < (offset + N) - np.asarray(right_padding).reshape(-1, 1, 1, 1))
+        mask = mask & (cols < (offset + N) - _per_row(xp, right_padding))
     if left_padding is not None:
-        mask = mask & (np.asarray(left_padding).reshape(-1, 1, 1, 1) <= cols)
+        mask = mask & (_per_row(xp, left_padding) <= cols)
     return mask
 
 
-def _causal_mask_lazy(N, offset, left_padding, window, right_padding) -> mx.array:
-    cols = mx.arange(offset + N)[None]
-    rows = mx.arange(offset, offset + N)[:, None]
-    mask = rows >= cols
-    if window is not None:
-        mask = mask & (rows < cols + window)
-    if right_padding is not None:
-        mask = mask & (cols < (offset + N) - _rows(right_padding))
-    if left_padding is not None:
-        mask = mask & (_rows(left_padding) <= cols)
-    return mask
+def _per_row(xp, x):
+    """Row ints shaped (B, 1, 1, 1), to broadcast over (B, 1, N, L)."""
+    return np.asarray(x).reshape(-1, 1, 1, 1) if xp is np else _rows(x)
 
 
 def ring_mask(
