@@ -84,7 +84,8 @@ class Scheduler:
             self.queue.append(Sequence.start(request))
 
     def remove(self, names: list[str]) -> None:
-        """Evict rows wherever they are; unknown or finished names are ignored."""
+        """Evict rows wherever they are; unknown or finished names are ignored. Runs on the
+        caller's stream, outside ``step``'s, as mlx-lm's ``BatchGenerator.remove`` does."""
         gone = set(names)
         self.queue = [s for s in self.queue if s.name not in gone]
         for batch in (self.prompt, self.decode):
