@@ -6,17 +6,11 @@ import argparse
 import sys
 from pathlib import Path
 
+from batchlab.display import shown  # noqa: F401 - commands import it from here
+
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_MATRIX = PROJECT_ROOT / "matrices" / "default.toml"
 DEFAULT_GOLDENS = PROJECT_ROOT / "goldens"
-
-
-def shown(path: Path) -> str:
-    """A path as a user would type it from where they stand."""
-    try:
-        return str(Path(path).resolve().relative_to(Path.cwd()))
-    except ValueError:
-        return str(path)
 
 
 def _matrix_args(p: argparse.ArgumentParser, goldens: bool = True) -> None:

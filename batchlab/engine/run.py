@@ -6,17 +6,14 @@ BatchGenerator: a step's events (inserts, removes) are applied just before the s
 
 from __future__ import annotations
 
-from collections import defaultdict
-
 from mlx import nn
 
 from batchlab.engine.batch import Request
 from batchlab.engine.config import MLX_LM_DEFAULTS, ScheduleConfig
 from batchlab.engine.scheduler import Scheduler
 from batchlab.matrix.cell import Cell
+from batchlab.matrix.drive import drive_script
 from batchlab.trajectory import Trajectory, TrajectoryBuilder
-
-MAX_IDLE_STEPS = 10_000
 
 
 def run_script(
@@ -29,28 +26,19 @@ def run_script(
 ) -> Trajectory:
     scheduler = scheduler_class(model, config)
     out = TrajectoryBuilder(dtype, keep_values)
-    events_at = defaultdict(list)
-    for event in cell.events:
-        events_at[event.step].append(event)
-    last_event = max(events_at)
 
-    step = 0
-    while scheduler.num_active or step <= last_event:
-        for event in events_at.get(step, ()):
-            if event.action == "insert":
-                rows = [cell.row(n) for n in event.rows]
-                scheduler.insert(
-                    [Request(name=r.name, prompt=r.prompt, max_tokens=r.max_tokens) for r in rows]
-                )
-                for row in rows:
-                    out.start(row.name)
-            else:
-                scheduler.remove(list(event.rows))
+    def insert(rows):
+        scheduler.insert([Request(name=r.name, prompt=r.prompt, max_tokens=r.max_tokens)
+                          for r in rows])
+        for row in rows:
+            out.start(row.name)
+
+    def step(n):
         for emission in scheduler.step():
-            out.add(emission.name, step, emission.token, emission.logprobs)
-        step += 1
-        if step > last_event + MAX_IDLE_STEPS:
-            raise RuntimeError(f"engine run of {cell.id} did not finish")
+            out.add(emission.name, n, emission.token, emission.logprobs)
+
+    drive_script(cell, insert=insert, remove=lambda rows: scheduler.remove([r.name for r in rows]),
+                 step=step, active=lambda: scheduler.num_active > 0)
     return out.build()
 
 

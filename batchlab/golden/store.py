@@ -18,6 +18,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from batchlab.display import shown
 from batchlab.trajectory import Step, Trajectory
 
 FORMAT = 1
@@ -28,14 +29,7 @@ class GoldenError(Exception):
 
     def __init__(self, status: str, path: Path, why: str, fix: str):
         self.status, self.path, self.why, self.fix = status, path, why, fix
-        super().__init__(f"{status}: golden {_shown(path)} {why}; fix: {fix}")
-
-
-def _shown(path: Path) -> str:
-    try:
-        return str(Path(path).resolve().relative_to(Path.cwd()))
-    except ValueError:
-        return str(path)
+        super().__init__(f"{status}: golden {shown(path)} {why}; fix: {fix}")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

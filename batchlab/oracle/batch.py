@@ -9,13 +9,12 @@ script removes them, so random-weight models that emit EOS early still run the s
 
 from __future__ import annotations
 
-from collections import defaultdict
-
 from mlx import nn
 from mlx_lm.generate import BatchGenerator
 
 from batchlab.engine.config import MLX_LM_DEFAULTS, ScheduleConfig
 from batchlab.matrix.cell import Cell
+from batchlab.matrix.drive import drive_script
 from batchlab.trajectory import Trajectory, TrajectoryBuilder
 
 ORACLE_NAME = "mlx_lm.generate.BatchGenerator"
@@ -42,37 +41,30 @@ def run_batch_oracle(
 
 
 def _drive(cell: Cell, generator: BatchGenerator, out: TrajectoryBuilder) -> Trajectory:
-    events_at = defaultdict(list)
-    for event in cell.events:
-        events_at[event.step].append(event)
-    last_event = max(events_at)
     uid_of: dict[str, int] = {}
     name_of: dict[int, str] = {}
     alive: set[str] = set()
 
-    step = 0
-    while alive or step <= last_event:
-        for event in events_at.get(step, ()):
-            rows = [cell.row(n) for n in event.rows]
-            if event.action == "insert":
-                uids = generator.insert(
-                    [list(r.prompt) for r in rows], max_tokens=[r.max_tokens for r in rows]
-                )
-                for row, uid in zip(rows, uids):
-                    uid_of[row.name], name_of[uid] = uid, row.name
-                    alive.add(row.name)
-                    out.start(row.name)
-            else:
-                live = [r.name for r in rows if r.name in alive]
-                generator.remove([uid_of[n] for n in live])
-                alive.difference_update(live)
+    def insert(rows):
+        uids = generator.insert([list(r.prompt) for r in rows],
+                                max_tokens=[r.max_tokens for r in rows])
+        for row, uid in zip(rows, uids):
+            uid_of[row.name], name_of[uid] = uid, row.name
+            alive.add(row.name)
+            out.start(row.name)
+
+    def remove(rows):
+        live = [r.name for r in rows if r.name in alive]
+        generator.remove([uid_of[n] for n in live])
+        alive.difference_update(live)
+
+    def step(n):
         _, responses = generator.next()
         for response in responses:
             name = name_of[response.uid]
-            out.add(name, step, response.token, response.logprobs)
+            out.add(name, n, response.token, response.logprobs)
             if response.finish_reason is not None:
                 alive.discard(name)
-        step += 1
-        if step > last_event + 10_000:
-            raise RuntimeError(f"oracle for {cell.id} did not finish in 10000 steps")
+
+    drive_script(cell, insert=insert, remove=remove, step=step, active=lambda: bool(alive))
     return out.build()
