@@ -27,7 +27,8 @@ def add_bench_parser(sub) -> None:
     p.add_argument("--gen-len", type=int, default=32, help="generated tokens per row")
     p.add_argument("--paths", default="l1",
                    help="batchlab paths to time, comma list: l1, fast (l1 minus all-True "
-                   "decode masks; see engine/fast.py)")
+                   "decode masks; see engine/fast.py), compiled (a traced decode forward, "
+                   "full-attention models; see engine/compiled.py)")
     p.add_argument("--repeats", type=int, default=3, help="timed runs per engine and B")
     p.add_argument("--bandwidth", type=float, default=None,
                    help="memory bandwidth in GB/s for the roofline (default: measured)")
@@ -124,6 +125,7 @@ def _bench_model(name: str, spec, bandwidth: float, out: Path, console) -> None:
         f"of weights, {weights.streamed / 1e9:.3g} GB streamed per step -> B=1 bound "
         f"{bound_s * 1e3:.3g} ms/step; ready in {time.perf_counter() - start:.1f} s",
         highlight=False, soft_wrap=True)
+    spec = _paths_for(loaded.model, loaded.name, spec, console)
     with _Progress(console, spec.num_runs(), loaded.name) as progress:
         runs = sweep(loaded.model, spec, loaded.vocab_size, on_run=progress.on_run,
                      on_batch=progress.on_batch)
@@ -137,6 +139,23 @@ def _bench_model(name: str, spec, bandwidth: float, out: Path, console) -> None:
     del loaded
     gc.collect()
     mx.clear_cache()  # the next model gets the memory back (an 8B shape holds 16 GB)
+
+
+def _paths_for(model, name: str, spec, console):
+    """``spec`` without the paths that refuse ``model`` (each refusal is printed)."""
+    from dataclasses import replace
+
+    from batchlab.engine.paths import PATHS
+
+    kept = []
+    for path in spec.paths:
+        refusal = PATHS[path].refuses(model) if path in PATHS else None
+        if refusal:
+            console.print(f"{name}: skipping path {path}: {refusal}", highlight=False,
+                          soft_wrap=True)
+        else:
+            kept.append(path)
+    return replace(spec, paths=tuple(kept))
 
 
 class _Progress:

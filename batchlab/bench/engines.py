@@ -94,6 +94,13 @@ def run_fast(model: nn.Module, prompts: list[list[int]], gen_len: int) -> Run:
     return _run_scheduler("fast", FastScheduler, model, prompts, gen_len)
 
 
+def run_compiled(model: nn.Module, prompts: list[list[int]], gen_len: int) -> Run:
+    """The compiled path: l1 with a traced decode forward (``engine/compiled.py``)."""
+    from batchlab.engine.compiled import CompiledScheduler
+
+    return _run_scheduler("compiled", CompiledScheduler, model, prompts, gen_len)
+
+
 def _run_scheduler(engine: str, kind: type[Scheduler], model: nn.Module,
                    prompts: list[list[int]], gen_len: int) -> Run:
     B = len(prompts)
@@ -181,7 +188,7 @@ def run_generate_step(model: nn.Module, prompts: list[list[int]], gen_len: int) 
 
 
 # batchlab paths (--paths), each gated in the matrix (batchlab/engine/paths.py)
-PATHS: dict[str, Driver] = {"l1": run_l1, "fast": run_fast}
+PATHS: dict[str, Driver] = {"l1": run_l1, "fast": run_fast, "compiled": run_compiled}
 REFERENCES: dict[str, Driver] = {BATCH_GENERATOR: run_batch_generator,
                                  GENERATE_STEP: run_generate_step}
 

@@ -1,15 +1,20 @@
 """The engine's paths: how a cell runs, and how its result is gated against the oracle.
 
     l1    batchlab's own primitives on mlx-lm's schedule and layouts; bit-exact, always
-    fast  l1 without all-True decode masks; bit-exact where it stays exact, else KL
+    fast      l1 without all-True decode masks; bit-exact where it stays exact, else KL
+    compiled  l1 with the decode forward traced by mx.compile (full-attention models); KL
 
 Tolerances live here, on the path, and nowhere else. l1 has none.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
+from mlx import nn
+
+from batchlab.engine.compiled import CompiledScheduler, unsupported_reason
 from batchlab.engine.fast import FastScheduler
 from batchlab.engine.scheduler import Scheduler
 
@@ -28,6 +33,7 @@ class EnginePath:
     scheduler: type[Scheduler]
     description: str
     kl_gate: KLGate | None  # None: bit-exact or FAIL
+    refuses: Callable[[nn.Module], str | None] = lambda model: None  # why not this model
 
 
 PATHS = {
@@ -36,6 +42,11 @@ PATHS = {
     "fast": EnginePath(name="fast", scheduler=FastScheduler,
                        kl_gate=KLGate(max_kl=1e-3, min_same_top1=0.99),
                        description="l1 without all-True decode masks (fused decode kernels)"),
+    "compiled": EnginePath(name="compiled", scheduler=CompiledScheduler,
+                           kl_gate=KLGate(max_kl=1e-3, min_same_top1=0.99),
+                           refuses=unsupported_reason,
+                           description="l1 with a traced decode forward (mx.compile), "
+                                       "full-attention models only"),
 }
 
 

@@ -51,6 +51,9 @@ def run_cell(cell: Cell, keep_values: bool = True) -> Trajectory:
         raise Unsupported(f"path {cell.path!r} is not implemented by the engine "
                           f"(known: {', '.join(PATHS)})")
     loaded = load(cell.model)
+    refusal = PATHS[cell.path].refuses(loaded.model)
+    if refusal:
+        raise Unsupported(f"path {cell.path!r} cannot run {cell.model}: {refusal}")
     return run_script(cell, loaded.model, loaded.dtype, keep_values=keep_values,
                       scheduler_class=PATHS[cell.path].scheduler)
 

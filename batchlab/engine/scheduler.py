@@ -110,6 +110,10 @@ class Scheduler:
         logits = self.model(inputs[:, None], cache=caches)[:, -1, :]
         return logits - mx.logsumexp(logits, axis=-1, keepdims=True)
 
+    def _decode_logprobs(self, inputs: mx.array, caches: list) -> mx.array:
+        """The decode forward of the running batch (a path may replace it)."""
+        return self._forward_logprobs(inputs, caches)
+
     def _sample(self, batch: DecodeBatch, logprobs: mx.array) -> None:
         batch.inputs = sample_rows(logprobs, [s.sampler for s in batch.seqs])
         batch.input_logprobs = logprobs
@@ -118,7 +122,7 @@ class Scheduler:
     def _decode_step(self) -> list[Emission]:
         batch = self.decode
         fed, fed_logprobs = batch.inputs, batch.input_logprobs
-        self._sample(batch, self._forward_logprobs(fed, batch.caches))
+        self._sample(batch, self._decode_logprobs(fed, batch.caches))
         tokens = fed.tolist()  # already computed: the previous step queued it
         emitted, keep = [], []
         for i, seq in enumerate(batch.seqs):
