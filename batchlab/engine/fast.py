@@ -4,7 +4,8 @@ At a decode step (N = 1) a full-attention row without left padding sees every ke
 mask is all True. mlx-lm's BatchGenerator still builds and passes it, where its
 single-stream ``generate_step`` (a plain KVCache) passes ``None``; on CUDA an array mask
 rules out MLX's fused decode attention (several kernels per layer instead of one). This
-path hands the model ``None`` exactly when the mask would be all True.
+path hands the model ``None`` exactly when the mask would be all True, on every backend
+(l1 does so only on the CPU backend, where it cannot change a bit: ``BatchKV``).
 
 Masked and unmasked attention may round differently, so this is not l1: the gate is
 bit-exact against the oracle where it stays exact (the CPU backend) and KL statistics
@@ -18,13 +19,11 @@ from batchlab.engine.scheduler import Scheduler
 
 
 class UnmaskedDecodeKV(BatchKV):
-    """A BatchKV whose decode mask is ``None`` when no row is padded."""
+    """A BatchKV whose decode mask is ``None`` when no row is padded, on every backend."""
 
-    def make_mask(self, N: int, return_array: bool = False, window_size: int | None = None):
-        unpadded = not self.left_padding_host.any()  # the query at _idx sees columns 0.._idx
-        if N == 1 and window_size is None and not return_array and unpadded:
-            return None
-        return super().make_mask(N, return_array=return_array, window_size=window_size)
+    @staticmethod
+    def drops_all_true_decode_mask() -> bool:
+        return True
 
 
 class FastScheduler(Scheduler):

@@ -9,6 +9,7 @@ through both and compares every observable to the bit. No model is loaded.
 from __future__ import annotations
 
 import ast
+import contextlib
 import copy
 import pathlib
 
@@ -76,6 +77,28 @@ def same_cache(ours, theirs, what: str) -> None:
         same(ours.batch_size, theirs.batch_size, f"{what}.batch_size")
 
 
+def layout_mask(cache, n: int, window):
+    """``cache.make_mask`` with mlx-lm's layout: l1 drops an all-True decode mask on the
+    CPU backend (``test_dropped_all_true_mask_keeps_attention_bits`` checks that costs no
+    bit), so the layout comparison asks for the mask it would pass on a GPU."""
+    keep = staticmethod(lambda: False)
+    with patched(type(cache), "drops_all_true_decode_mask", keep):
+        return cache.make_mask(n, window_size=window)
+
+
+@contextlib.contextmanager
+def patched(owner, name: str, value):
+    old = owner.__dict__.get(name)
+    setattr(owner, name, value)
+    try:
+        yield
+    finally:
+        if old is None:
+            delattr(owner, name)
+        else:
+            setattr(owner, name, old)
+
+
 # -- paired driving -------------------------------------------------------------------
 
 
@@ -102,7 +125,7 @@ class Pair:
     def forward(self, n: int, windows=(None,)) -> None:
         """What one attention layer does: make_mask, then update_and_fetch."""
         for w in windows:
-            same(self.ours.make_mask(n, window_size=w), self.theirs.make_mask(n, window_size=w),
+            same(layout_mask(self.ours, n, w), self.theirs.make_mask(n, window_size=w),
                  f"{self.log[-1]} > make_mask({n}, window={w})")  # fmt: skip
         k, v = self.kv(n)
         same(self.ours.update_and_fetch(k, v), self.theirs.update_and_fetch(k, v),
@@ -201,6 +224,28 @@ def test_ssm_mask_literals():
     assert ssm_mask(3, None, [3, 1]).tolist() == [[T, T, T], [T, F, F]]
     assert ssm_mask(3, [1, 0], [3, 2]).tolist() == [[F, T, T], [T, T, F]]
     assert ssm_mask(2, None, None) is None
+
+
+@pytest.mark.parametrize("dtype", [mx.float32, mx.bfloat16])
+def test_dropped_all_true_mask_keeps_attention_bits(dtype):
+    """l1 passes no decode mask where no row is padded, on the CPU backend only: there
+    SDPA applies a bool mask as a select, so all True must equal None to the bit."""
+    cache = BatchKV([0, 0, 0])
+    k = mx.random.normal((3, 2, 37, 16), key=mx.random.key(1)).astype(dtype)
+    cache.update_and_fetch(k, k * 0.5)
+    assert cache.make_mask(1) is None
+    with patched(BatchKV, "drops_all_true_decode_mask", staticmethod(lambda: False)):
+        full = cache.make_mask(1)
+    assert full.shape == (3, 1, 1, 38) and full.all().item()
+    keys, values = cache.update_and_fetch(k[:, :, :1], k[:, :, :1])
+    q = mx.random.normal((3, 4, 1, 16), key=mx.random.key(2)).astype(dtype)
+    with mx.stream(mx.cpu):
+        masked = mx.fast.scaled_dot_product_attention(q, keys, values, scale=0.25, mask=full)
+        bare = mx.fast.scaled_dot_product_attention(q, keys, values, scale=0.25, mask=None)
+    assert np.array_equal(bits(masked), bits(bare))
+    padded = BatchKV([1, 0, 0])
+    padded.update_and_fetch(k, k)
+    assert padded.make_mask(1).shape == (3, 1, 1, 38)  # a padded row keeps its mask
 
 
 def test_batch_kv_docstring_example():
