@@ -50,24 +50,32 @@ def _head_table(model: nn.Module):
 
 
 def measure_bandwidth(num_bytes: int | None = None, repeats: int = 10) -> float:
-    """Device memory bandwidth in bytes/s: best of ``repeats`` elementwise passes over a
-    large float32 array (``a + 1`` reads it once and writes a new one: 2x its bytes).
+    """Device memory bandwidth in bytes/s: the best of ``repeats`` passes of two kernels
+    over a large float32 array, ``a + 1`` (reads it and writes a new one: 2x its bytes)
+    and ``a.sum()`` (reads it once). The faster kernel sets the bound: a weight-streaming
+    decode step only reads.
 
     1 GiB on a GPU (many times the L2, so this is HBM, not cache); 128 MiB on CPU."""
     if num_bytes is None:
         num_bytes = (1 << 30) if mx.default_device() == mx.gpu else (128 << 20)
     a = mx.random.uniform(shape=(num_bytes // 4,))
     mx.eval(a)
+    copy = _best_seconds(lambda: a + 1.0, repeats)
+    read = _best_seconds(lambda: a.sum(), repeats)
+    return max(2 * a.nbytes / copy, a.nbytes / read)
+
+
+def _best_seconds(kernel, repeats: int) -> float:
     best = float("inf")
     for i in range(repeats + 2):  # two untimed passes warm the allocator and kernels
         start = time.perf_counter()
-        b = a + 1.0
-        mx.eval(b)
+        out = kernel()
+        mx.eval(out)
         elapsed = time.perf_counter() - start
-        del b
+        del out
         if i >= 2:
             best = min(best, elapsed)
-    return 2 * a.nbytes / best
+    return best
 
 
 def bound_seconds(streamed_bytes: int, bandwidth: float) -> float:
