@@ -201,10 +201,10 @@ def write_summary(folder: Path) -> tuple[Path, int]:
             continue
         write_model_report(folder, results)
         sections.append(markdown(results, level=2))
-        overview.append(_overview_row(results, f"{path.stem}.png"))
-    head = ["model", "B=1 l1 / generate_step", "B=1 l1 / BatchGenerator",
-            "l1 / BatchGenerator (min-max over B)", "best l1 tok/s (B)", "B=1 % roofline (l1)"]
-    intro = ("Decode throughput of batchlab's l1 engine against mlx-lm in the same process "
+        overview += _overview_rows(results, f"{path.stem}.png")
+    head = ["model", "path", "B=1 / generate_step", "B=1 / BatchGenerator",
+            "/ BatchGenerator (min-max over B)", "best tok/s (B)", "B=1 % roofline"]
+    intro = ("Decode throughput of batchlab's paths against mlx-lm in the same process "
              "(ratios >1: batchlab faster). Regenerate with `batchlab bench report`.")
     text = [f"# batchlab bench: {Path(folder).name}", "", intro, "",
             "| " + " | ".join(head) + " |", "|" + " --- |" * len(head), *overview, ""]
@@ -213,14 +213,19 @@ def write_summary(folder: Path) -> tuple[Path, int]:
     return out, len(sections)
 
 
-def _overview_row(results: list[Result], png: str) -> str:
-    l1 = [r for r in results if r.engine == "l1"]
-    one = next((r for r in l1 if r.batch == 1), None)
-    best = max(l1, key=lambda r: r.tok_s, default=None)
-    ratios = [r.ratio_vs_mlx_lm for r in l1]
-    cells = [f"[{results[0].model}]({png})",
-             _ratio(one and one.ratio_vs_generate_step), _ratio(one and one.ratio_vs_mlx_lm),
-             f"{min(ratios):.2f}-{max(ratios):.2f}x" if ratios else "",
-             f"{_num(best.tok_s)} ({best.batch})" if best else "",
-             _pct(one and one.roofline_pct)]
-    return "| " + " | ".join(cells) + " |"
+def _overview_rows(results: list[Result], png: str) -> list[str]:
+    """One row per batchlab path of a model (BatchGenerator is the yardstick)."""
+    rows = []
+    for path in engines_of(results):
+        if path == BATCH_GENERATOR:
+            continue
+        mine = [r for r in results if r.engine == path]
+        one = next((r for r in mine if r.batch == 1), None)
+        best = max(mine, key=lambda r: r.tok_s)
+        ratios = [r.ratio_vs_mlx_lm for r in mine]
+        cells = [f"[{results[0].model}]({png})", path,
+                 _ratio(one and one.ratio_vs_generate_step), _ratio(one and one.ratio_vs_mlx_lm),
+                 f"{min(ratios):.2f}-{max(ratios):.2f}x",
+                 f"{_num(best.tok_s)} ({best.batch})", _pct(one and one.roofline_pct)]
+        rows.append("| " + " | ".join(cells) + " |")
+    return rows

@@ -34,15 +34,23 @@ class KLStats:
         return asdict(self)
 
 
+def normalized(logprobs: np.ndarray) -> np.ndarray:
+    """Logprobs renormalised in float64. bf16 logprobs sum to one only within their
+    rounding, and unnormalised inputs make KL come out slightly negative."""
+    x = logprobs.astype(np.float64)
+    top = x.max()
+    return x - (top + np.log(np.sum(np.exp(x - top))))
+
+
 def kl_stats(reference: Trajectory, got: Trajectory) -> KLStats:
     kls, same, squares, count = [], [], 0.0, 0
     for name, ref_steps in reference.rows.items():
         for ref, step in zip(ref_steps, got.rows.get(name, ())):
             if ref.values is None or step.values is None:
                 raise ValueError("KL statistics need full logprobs: run the oracle live")
-            p_ref = np.exp(ref.values.astype(np.float64))
-            p_got = np.exp(step.values.astype(np.float64))
-            kls.append(float(np.sum(p_ref * (ref.values - step.values))))
+            lp_ref, lp_got = normalized(ref.values), normalized(step.values)
+            p_ref, p_got = np.exp(lp_ref), np.exp(lp_got)
+            kls.append(float(np.sum(p_ref * (lp_ref - lp_got))))
             same.append(int(np.argmax(ref.values)) == int(np.argmax(step.values)))
             squares += float(np.sum((p_ref - p_got) ** 2))
             count += p_ref.size

@@ -48,6 +48,16 @@ def test_kl_stats_are_exact_on_a_small_case():
     assert np.isclose(stats.rms_dp, np.sqrt((0.3**2 + 0.3**2) / 4), rtol=1e-5)
 
 
+def test_kl_renormalises_rounded_logprobs():
+    """Rounded logprobs (bf16's) do not sum to one; KL is taken after renormalising, so
+    the same distribution at another rounding gives ~0, never a negative KL."""
+    ref = Trajectory(rows={"A": steps([[0.51, 0.51]], [0])}, dtype="float32")  # sums to 1.02
+    got = Trajectory(rows={"A": steps([[0.5, 0.5]], [0])}, dtype="float32")
+    assert abs(kl_stats(ref, got).max_kl) < 1e-12
+    lopsided = Trajectory(rows={"A": steps([[0.7, 0.35]], [0])}, dtype="float32")
+    assert kl_stats(lopsided, got).max_kl > 0
+
+
 def test_kl_comparison_stops_after_the_first_different_token():
     ref = Trajectory(rows={"A": steps([[0.6, 0.4], [0.9, 0.1], [0.9, 0.1]], [0, 0, 0])},
                      dtype="float32")
