@@ -6,12 +6,22 @@ function returns the shape mlx-lm 0.32's batch caches return for the same state.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 import mlx.core as mx
 import numpy as np
 
 Ints = Sequence[int] | np.ndarray | mx.array
+
+
+@functools.lru_cache(maxsize=64)
+def all_true(shape: tuple[int, ...]) -> mx.array:
+    """An all-True bool mask, one array per shape. A decode step's SSM mask (and a full
+    ring's) is all True step after step; reusing one array skips building a mask and
+    making an array from host memory, which costs more inside a running decode loop
+    than in isolation. Arrays are never written in place, so sharing one is safe."""
+    return mx.ones(shape, dtype=mx.bool_)
 
 
 def _rows(x: Ints) -> mx.array:
@@ -102,6 +112,8 @@ def ring_mask(
     wraps = N == 1 and (rotated or idx >= max_size)
     if wraps:
         left_padding = left_padding - 1
+    if N == 1 and offset < window and left_padding.max() <= 0:
+        return all_true((len(left_padding), 1, 1, offset + 1))  # nothing to hide or roll
     mask = causal_mask_host(N, offset, left_padding=left_padding, window=window)
     if wraps:
         mask = np.roll(mask, shift=(0 if idx >= max_size else idx) + 1, axis=-1)
@@ -119,6 +131,9 @@ def ssm_mask(N: int, left_padding: Ints | None, lengths: Ints | None) -> mx.arra
         return None
     if isinstance(left_padding, mx.array) or isinstance(lengths, mx.array):
         pos, rows = mx.arange(N), (lambda x: _rows(x)[:, :, 0, 0])
+    elif ((left_padding is None or np.max(left_padding) <= 0)
+          and (lengths is None or np.min(lengths) >= N)):  # every step of every row is real
+        return all_true((len(left_padding if lengths is None else lengths), N))
     else:  # host ints: build in numpy, upload once (same bools, same shape)
         pos, rows = np.arange(N), (lambda x: np.asarray(x).reshape(-1, 1))
     mask = None
