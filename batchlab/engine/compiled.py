@@ -1,21 +1,26 @@
 """The ``compiled`` path: l1's schedule, with the decode forward traced by ``mx.compile``.
 
-Profiling a decode step of the real shapes on the H200 showed the host, not the GPU, sets
-the pace for models up to ~1B: Python walks every module and builds ~20 lazy ops per
-layer each step (1-5 ms of graph building, against 0.3-0.6 ms of weight streaming).
-This path traces the decode forward once per (B, cache width) and replays the trace
-every step, so a step costs one call into MLX's C++ graph copy.
+A decode step of a small model is bound by the host: Python walks every module and
+builds ~20 lazy ops per layer each step (on the CPU backend ~270 us of graph building
+and ~520 us of encoding for the tiny llama at B=1). This path traces the decode forward
+once per (B, cache width) and replays the trace every step, which removes the graph
+building and fuses elementwise ops.
 
 A trace needs fixed shapes, so attention reads the whole allocated key buffer (the
-width grows in steps of 32 columns here) instead of the first ``_idx + 1``
-columns, and a mask built inside the trace hides the columns past the write column and
-each row's left padding. Prefill, joins and evictions stay on the l1 code: only the
-decode forward is traced (one trace per B and width, reused across steps).
+width grows in steps of 32 columns here) instead of the first ``_idx + 1`` columns, and
+a mask built inside the trace hides the columns past the write column and each row's
+left padding. Prefill, joins and evictions stay on the l1 code: only the decode forward
+is traced (one trace per B and width, shared by every scheduler of a model).
 
-Reading more (masked) columns and fusing elementwise ops changes the rounding, so this
-is a lab path gated by KL statistics against the oracle (``batchlab.engine.paths``).
-Only full-attention models are supported: a ring or SSM layer's update is not a fixed
-column write (``supported`` says why a model is refused).
+Measured (README, Performance): 1.7-1.9x BatchGenerator at B=1 on CPU, and bit-exact
+there. On the H200 the mask array rules out MLX's fused decode attention, so the path
+gains little at small B and loses at large B; ``fast`` is the GPU path.
+
+Reading more (masked) columns and fusing elementwise ops may change the rounding, so
+this is a lab path gated by KL statistics against the oracle where it is not bit-exact
+(``batchlab.engine.paths``). Only full-attention models are supported: a ring or SSM
+layer's update is not a fixed column write (``unsupported_reason`` says why a model is
+refused).
 """
 
 from __future__ import annotations

@@ -39,10 +39,10 @@ def host_ints(value) -> np.ndarray:
     ``cache.offset_host + n``) is taken as is, not copied: caches update their ints once
     per layer per step. The array is made read-only, so a caller that kept it and tries
     to write it gets an error, never a silent change."""
-    if type(value) is np.ndarray and value.dtype == np.int64 and value.ndim == 1:
-        if value.flags.owndata or not value.flags.writeable:
-            value.flags.writeable = False
-            return value
+    fresh = type(value) is np.ndarray and value.dtype == np.int64 and value.ndim == 1
+    if fresh and (value.flags.owndata or not value.flags.writeable):
+        value.flags.writeable = False
+        return value
     out = np.array(value.tolist() if isinstance(value, mx.array) else value, dtype=np.int64)
     out = out.reshape(-1)
     out.flags.writeable = False  # write through the descriptor, never in place
