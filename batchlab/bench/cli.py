@@ -149,7 +149,7 @@ def _paths_for(model, name: str, spec, console):
 
     kept = []
     for path in spec.paths:
-        refusal = PATHS[path].refuses(model) if path in PATHS else None
+        refusal = PATHS[path].refuses(model)
         if refusal:
             console.print(f"{name}: skipping path {path}: {refusal}", highlight=False,
                           soft_wrap=True)

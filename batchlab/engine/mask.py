@@ -112,7 +112,7 @@ def ring_mask(
     wraps = N == 1 and (rotated or idx >= max_size)
     if wraps:
         left_padding = left_padding - 1
-    if N == 1 and offset < window and left_padding.max() <= 0:
+    if N == 1 and offset < window and np.all(left_padding <= 0):
         return all_true((len(left_padding), 1, 1, offset + 1))  # nothing to hide or roll
     mask = causal_mask_host(N, offset, left_padding=left_padding, window=window)
     if wraps:
@@ -131,8 +131,8 @@ def ssm_mask(N: int, left_padding: Ints | None, lengths: Ints | None) -> mx.arra
         return None
     if isinstance(left_padding, mx.array) or isinstance(lengths, mx.array):
         pos, rows = mx.arange(N), (lambda x: _rows(x)[:, :, 0, 0])
-    elif ((left_padding is None or np.max(left_padding) <= 0)
-          and (lengths is None or np.min(lengths) >= N)):  # every step of every row is real
+    elif ((left_padding is None or np.all(np.asarray(left_padding) <= 0))
+          and (lengths is None or np.all(np.asarray(lengths) >= N))):  # every step of every row is real
         return all_true((len(left_padding if lengths is None else lengths), N))
     else:  # host ints: build in numpy, upload once (same bools, same shape)
         pos, rows = np.arange(N), (lambda x: np.asarray(x).reshape(-1, 1))

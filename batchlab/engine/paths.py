@@ -36,14 +36,17 @@ class EnginePath:
     refuses: Callable[[nn.Module], str | None] = lambda model: None  # why not this model
 
 
+# The one tolerance of the lab paths (fast, compiled) where they are not bit-exact.
+LAB_KL_GATE = KLGate(max_kl=1e-3, min_same_top1=0.99)
+
 PATHS = {
     "l1": EnginePath(name="l1", scheduler=Scheduler, kl_gate=None,
                      description="mlx-lm's schedule and layouts, gated bit-exact"),
     "fast": EnginePath(name="fast", scheduler=FastScheduler,
-                       kl_gate=KLGate(max_kl=1e-3, min_same_top1=0.99),
+                       kl_gate=LAB_KL_GATE,
                        description="l1 without all-True decode masks (fused decode kernels)"),
     "compiled": EnginePath(name="compiled", scheduler=CompiledScheduler,
-                           kl_gate=KLGate(max_kl=1e-3, min_same_top1=0.99),
+                           kl_gate=LAB_KL_GATE,
                            refuses=unsupported_reason,
                            description="l1 with a traced decode forward (mx.compile), "
                                        "full-attention models only"),
