@@ -43,6 +43,7 @@ class Run:
     decode_s: float
     decode_steps: int
     peak_bytes: int  # mx.get_peak_memory over the run, weights included
+    repeat: int = -1  # which interleaved repeat of the sweep (-1: not part of one)
 
     @property
     def step_s(self) -> float:

@@ -8,8 +8,11 @@ engines, so the ratio of medians is fair even when absolute times drift between 
 
 from __future__ import annotations
 
+import dataclasses
+import gc
 import statistics
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -65,6 +68,8 @@ class Result:
     prefill_tok_s: float  # median
     peak_gb: float  # max over repeats, weights included
     ratio_vs_mlx_lm: float  # tok/s / BatchGenerator's tok/s at this B (>1: faster)
+    ratio_min: float | None = None  # the same ratio within each repeat (BatchGenerator's run of
+    ratio_max: float | None = None  # that repeat): its spread; None for BatchGenerator itself
     ratio_vs_generate_step: float | None  # same against generate_step, B=1 only
     roofline_pct: float | None  # weight-streaming bound / median step, in %
     bandwidth_gbs: float | None
@@ -95,17 +100,33 @@ def sweep(
         for name, drive in engines:  # warm-up: kernels, allocator, shapes of this B
             if on_run:
                 on_run(name, batch, "warm-up")
-            drive(model, prompts, spec.gen_len)
+            with _gc_paused():
+                drive(model, prompts, spec.gen_len)
         timed = []
         for r in range(spec.repeats):
             for name, drive in engines[r % len(engines):] + engines[: r % len(engines)]:
                 if on_run:
                     on_run(name, batch, f"repeat {r + 1}/{spec.repeats}")
-                timed.append(drive(model, prompts, spec.gen_len))
+                with _gc_paused():
+                    run = drive(model, prompts, spec.gen_len)
+                timed.append(dataclasses.replace(run, repeat=r))
         runs += timed
         if on_batch:
             on_batch(batch, timed)
     return runs
+
+
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector off for one run, as ``timeit`` does. A full
+    collection takes ~30 ms with mlx-lm loaded: landing in one engine's window and not
+    in the other's, it would be read as a speed difference of up to 30%."""
+    gc.collect()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
 
 
 def summarize(
@@ -124,11 +145,14 @@ def summarize(
     for run in runs:
         groups.setdefault((run.batch, run.engine), []).append(run)
     median_step = {key: statistics.median(r.step_s for r in rs) for key, rs in groups.items()}
+    reference_step = {(r.batch, r.repeat): r.step_s for r in runs if r.engine == BATCH_GENERATOR}
     results = []
     for (batch, engine), rs in groups.items():
         step = median_step[(batch, engine)]
         steps = [r.step_s for r in rs]
         single = median_step.get((1, GENERATE_STEP)) if batch == 1 else None
+        paired = [reference_step[(batch, r.repeat)] / r.step_s for r in rs
+                  if engine != BATCH_GENERATOR and (batch, r.repeat) in reference_step]
         results.append(Result(
             model=model, backend=backend, engine=engine, batch=batch,
             prompt_len=spec.prompt_len, gen_len=spec.gen_len, repeats=len(rs),
@@ -137,6 +161,8 @@ def summarize(
             prefill_tok_s=statistics.median(r.prefill_tok_s for r in rs),
             peak_gb=max(r.peak_bytes for r in rs) / 1e9,
             ratio_vs_mlx_lm=median_step[(batch, BATCH_GENERATOR)] / step,
+            ratio_min=min(paired) if paired else None,
+            ratio_max=max(paired) if paired else None,
             ratio_vs_generate_step=single / step if single else None,
             roofline_pct=100 * bound_s / step if bound_s else None,
             bandwidth_gbs=bandwidth / 1e9 if bandwidth else None,

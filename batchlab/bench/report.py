@@ -68,7 +68,7 @@ def markdown(results: list[Result], level: int = 1) -> str:
     lines.append(
         f"Prompt {first.prompt_len}, {first.gen_len} generated tokens per row, greedy; "
         f"median of {first.repeats} interleaved repeats after a warm-up (ms/step shows "
-        f"[min-max]). Weights streamed per step {first.streamed_gb:.3g} GB at {bw}. "
+        f"[min-max]; a ratio shows [min-max] of the same ratio within each repeat). Weights streamed per step {first.streamed_gb:.3g} GB at {bw}. "
         f"mlx {first.mlx}, mlx-lm {first.mlx_lm}."
     )
     lines += ["", *_single_stream(by, paths), ""]
@@ -80,7 +80,7 @@ def markdown(results: list[Result], level: int = 1) -> str:
         row = [by.get((batch, e)) for e in engines]
         cells = [str(batch)]
         cells += [_ms(r) for r in row] + [_num(r and r.tok_s) for r in row]
-        cells += [_ratio(by.get((batch, p)) and by[(batch, p)].ratio_vs_mlx_lm) for p in paths]
+        cells += [_ratio_spread(by.get((batch, p))) for p in paths]
         cells += [_pct(r and r.roofline_pct) for r in row]
         cells += [" / ".join(_num(r and r.prefill_tok_s) for r in row)]
         cells += [f"{max(r.peak_gb for r in row if r):.3g}"]
@@ -124,6 +124,15 @@ def _num(x) -> str:
 
 def _ratio(x) -> str:
     return f"{x:.2f}x" if x else ""
+
+
+def _ratio_spread(r: Result | None) -> str:
+    """The ratio of medians, with the spread of the per-repeat ratios where known."""
+    if r is None:
+        return ""
+    if r.ratio_min is None:
+        return _ratio(r.ratio_vs_mlx_lm)
+    return f"{_ratio(r.ratio_vs_mlx_lm)} [{r.ratio_min:.2f}-{r.ratio_max:.2f}]"
 
 
 def _pct(x) -> str:

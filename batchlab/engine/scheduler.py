@@ -30,6 +30,7 @@ B (1 token) inserted before step 0, C (3 tokens) before step 3, A removed before
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import mlx.core as mx
@@ -173,6 +174,7 @@ class Scheduler:
         prefill(self.model, self.prompt.caches, chunks, self.config.prefill_step_size)
 
 
+@functools.cache
 def engine_stream() -> mx.Stream:
     """The stream the engine computes on: mlx-lm's ``generation_stream`` (a public
     helper, not a batch cache), as its own loops use. Measured on the CPU backend: the

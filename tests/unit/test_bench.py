@@ -7,12 +7,14 @@ the bench runs every engine, writes its files, and that the report derives from 
 from __future__ import annotations
 
 import csv
+import gc
 
 import pytest
 from mlx import nn
 from mlx.utils import tree_flatten
 
-from batchlab.bench.measure import BenchSpec, make_prompts
+from batchlab.bench.engines import BATCH_GENERATOR, Run
+from batchlab.bench.measure import BenchSpec, _gc_paused, make_prompts, summarize
 from batchlab.bench.report import file_stem, read_csv
 from batchlab.bench.roofline import measure_bandwidth, weight_bytes
 from batchlab.bench.shapes import SHAPES, parse_shape_name
@@ -128,3 +130,32 @@ def test_a_failing_model_does_not_stop_the_others(tmp_path, monkeypatch):
     argv = ["bench", "--model", "qwen3,llama", "--bandwidth", "1", "--out", str(tmp_path)]
     assert main(argv) == 1
     assert done == ["llama"]
+
+
+def _run(engine: str, repeat: int, step_ms: float) -> Run:
+    return Run(engine=engine, batch=2, prompt_len=4, prefill_s=1.0, decode_s=step_ms / 1e3,
+               decode_steps=1, peak_bytes=0, repeat=repeat)
+
+
+def test_ratio_spread_pairs_each_repeat_with_batch_generator_of_that_repeat():
+    # repeat 1 is slow for both engines (a drift both see): paired ratios stay at 2.0
+    runs = [_run("l1", 0, 1.0), _run(BATCH_GENERATOR, 0, 2.0),
+            _run("l1", 1, 4.0), _run(BATCH_GENERATOR, 1, 8.0),
+            _run("l1", 2, 1.0), _run(BATCH_GENERATOR, 2, 3.0)]
+    spec = BenchSpec(batches=(2,), prompt_len=4, gen_len=3, repeats=3)
+    ours, theirs = summarize(runs, model="m", backend="cpu", spec=spec, bound_s=None,
+                             bandwidth=None, streamed_bytes=0,
+                             versions={"mlx": "x", "mlx_lm": "y"})
+    assert ours.engine == "l1" and ours.ratio_vs_mlx_lm == 3.0  # median 3 ms / median 1 ms
+    assert (ours.ratio_min, ours.ratio_max) == (2.0, 3.0)
+    assert theirs.ratio_min is None and theirs.ratio_max is None
+
+
+def test_runs_are_timed_with_the_garbage_collector_paused():
+    assert gc.isenabled()
+    with _gc_paused():
+        assert not gc.isenabled()
+    assert gc.isenabled()
+    with pytest.raises(RuntimeError), _gc_paused():
+        raise RuntimeError("a crashed run")
+    assert gc.isenabled()  # a failing run leaves the collector on
