@@ -1,0 +1,66 @@
+"""KV-budget admission: how many bytes a batch of rows will hold, before it holds them.
+
+The cost of one row is measured once per model, by running one token through mlx-lm's
+single-stream caches (``make_prompt_cache``, a public helper): each layer's cache then
+says what a token costs it. Three kinds of layer:
+
+- full attention: ``per_token`` bytes for every token the row will ever hold;
+- sliding window: the same, but never more than the window (``window_tokens``);
+- state (SSM, conv): a fixed size per row, whatever its length.
+
+The engine's batch caches are left-padded to the longest row, so a batch costs
+``rows x (longest row)``, not the sum of its rows: ``batch_bytes`` projects that, with
+each row at its prompt plus ``max_tokens``, the most it can grow to.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import mlx.core as mx
+from mlx import nn
+from mlx_lm.models.cache import KVCache, RotatingKVCache, make_prompt_cache
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RowCost:
+    per_token: int  # bytes per token, full-attention layers
+    window_per_token: tuple[tuple[int, int], ...]  # (window, bytes per token) per ring layer
+    fixed: int  # bytes per row whatever its length (state layers)
+
+    def row_bytes(self, tokens: int) -> int:
+        ring = sum(min(window, tokens) * cost for window, cost in self.window_per_token)
+        return self.fixed + self.per_token * tokens + ring
+
+    def batch_bytes(self, lengths: list[int]) -> int:
+        """The KV bytes of a batch whose rows reach ``lengths`` tokens (left-padded)."""
+        if not lengths:
+            return 0
+        return len(lengths) * self.row_bytes(max(lengths))
+
+
+def measure_row_cost(model: nn.Module) -> RowCost:
+    caches = make_prompt_cache(model)
+    mx.eval(model(mx.array([[0]]), cache=caches))
+    per_token, rings, fixed = 0, [], 0
+    for cache in _leaves(caches):
+        if isinstance(cache, (KVCache, RotatingKVCache)):
+            if cache.keys is None:  # a layer that reads another layer's KV (shared KV)
+                continue
+            cost = (cache.keys.nbytes + cache.values.nbytes) // cache.keys.shape[2]
+            if isinstance(cache, RotatingKVCache):
+                rings.append((cache.max_size, cost))
+            else:
+                per_token += cost
+        else:  # state arrays (ArraysCache.cache): as large at one token as at any length
+            fixed += sum(a.nbytes for a in getattr(cache, "cache", []) if a is not None)
+    return RowCost(per_token=per_token, window_per_token=tuple(rings), fixed=fixed)
+
+
+def _leaves(caches):
+    for cache in caches:
+        inner = getattr(cache, "caches", None)  # CacheList: several caches in one layer
+        if inner is not None:
+            yield from _leaves(inner)
+        else:
+            yield cache
