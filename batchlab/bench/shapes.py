@@ -19,6 +19,7 @@ import mlx.core as mx
 from mlx import nn
 from mlx.utils import tree_flatten, tree_unflatten
 
+from batchlab.zoo.load import vocab_size
 from batchlab.zoo.weights import model_classes
 
 WEIGHT_STD = 0.02
@@ -158,7 +159,7 @@ def load_model(name: str) -> BenchModel:
         model, _ = mlx_lm_load(Path(name).expanduser())
         kind, name = "dir", Path(name).expanduser().resolve().name
     return BenchModel(name=name, kind=kind, model=model, dtype=_main_dtype(model),
-                      vocab_size=_vocab_size(model))
+                      vocab_size=vocab_size(model))
 
 
 def _main_dtype(model: nn.Module) -> str:
@@ -167,15 +168,3 @@ def _main_dtype(model: nn.Module) -> str:
         key = str(p.dtype).removeprefix("mlx.core.")
         sizes[key] = sizes.get(key, 0) + p.size
     return max(sizes, key=sizes.get)
-
-
-def _vocab_size(model: nn.Module) -> int:
-    """Rows of the token embedding: the ids a random prompt may use."""
-    tables = [(name, m) for name, m in model.named_modules()
-              if isinstance(m, (nn.Embedding, nn.QuantizedEmbedding))]
-    for name, table in tables:
-        if name.endswith("embed_tokens"):
-            return table.weight.shape[0]
-    if not tables:
-        raise ValueError("the model has no embedding table to draw prompt ids from")
-    return tables[0][1].weight.shape[0]

@@ -35,6 +35,7 @@ def start_server(model_name: str, *, path: str = "l1", host: str = "127.0.0.1",
     from batchlab.serve.engine import ServeEngine
     from batchlab.serve.http import OpenAIServer
     from batchlab.zoo import load
+    from batchlab.zoo.load import vocab_size
     from batchlab.zoo.text import tokenizer_for
 
     if path not in PATHS:
@@ -44,9 +45,9 @@ def start_server(model_name: str, *, path: str = "l1", host: str = "127.0.0.1",
     if refusal:
         raise ValueError(f"path {path!r} cannot serve {loaded.name}: {refusal}")
     tokenizer = tokenizer_for(model_name)
-    vocab = loaded.config.get("vocab_size") or loaded.config.get("text_config", {})["vocab_size"]
     engine = ServeEngine(loaded.model, scheduler_class=PATHS[path].scheduler,
-                         max_batch=max_batch, kv_budget=kv_budget, vocab_size=vocab,
+                         max_batch=max_batch, kv_budget=kv_budget,
+                         vocab_size=vocab_size(loaded.model),
                          stop_ids=frozenset(getattr(tokenizer, "eos_token_ids", None) or ()))
     try:
         server = OpenAIServer((host, port), engine.start(), tokenizer, loaded.name)

@@ -44,7 +44,7 @@ class Done:
     error: str | None = None
 
 
-@dataclass(slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True, eq=False)  # a job is itself, not its fields
 class Job:
     name: str
     prompt: tuple[int, ...]
@@ -87,7 +87,7 @@ class ServeEngine:
         self._wake = threading.Event()
         self._waiting: list[Job] = []
         self._running: dict[str, Job] = {}
-        self._names = (f"job-{i}" for i in itertools.count())
+        self._ids = itertools.count()  # next() on a count is atomic: submit runs on many threads
         self._tokens = self._steps = 0
         self._stop = threading.Event()
         self._stats = self._snapshot()
@@ -119,7 +119,7 @@ class ServeEngine:
                              f"[0, {self.vocab_size})")
         if max_tokens < 1:
             raise ValueError("max_tokens must be >= 1")
-        job = Job(name=next(self._names), prompt=tuple(prompt), max_tokens=max_tokens,
+        job = Job(name=f"job-{next(self._ids)}", prompt=tuple(prompt), max_tokens=max_tokens,
                   sampling=sampling,
                   stop_ids=self.default_stop_ids if stop_ids is None else stop_ids)
         if self.kv_budget is not None:

@@ -103,7 +103,9 @@ class _Handler(BaseHTTPRequestHandler):
         if not isinstance(body, dict):
             raise ClientError("the body must be a JSON object")
         for key, why in REFUSED.items():
-            if body.get(key) not in (None, False) and not (key == "n" and body[key] == 1):
+            value = body.get(key)
+            unset = value is None or value is False or value == [] or (key == "n" and value == 1)
+            if not unset:
                 raise ClientError(f"{key!r}: {why}")
         return body
 

@@ -171,3 +171,15 @@ def layer_kinds(loaded: LoadedModel) -> str:
 def param_count(loaded: LoadedModel) -> int:
     """Number of parameter elements (as stored: packed for quantized weights)."""
     return sum(p.size for _, p in tree_flatten(loaded.model.parameters()))
+
+
+def vocab_size(model: nn.Module) -> int:
+    """Rows of the token embedding: the ids a random prompt may use."""
+    tables = [(name, m) for name, m in model.named_modules()
+              if isinstance(m, (nn.Embedding, nn.QuantizedEmbedding))]
+    for name, table in tables:
+        if name.endswith("embed_tokens"):
+            return table.weight.shape[0]
+    if not tables:
+        raise ValueError("the model has no embedding table to draw prompt ids from")
+    return tables[0][1].weight.shape[0]

@@ -20,8 +20,20 @@ def encode_text(model: str, text: str) -> list[int]:
 
 
 def tokenizer_for(model: str):
-    """The model's tokenizer (mlx-lm's wrapper), or None where the directory has none."""
+    """The model's tokenizer (mlx-lm's wrapper), or None where it has none that loads.
+
+    transformers' AutoTokenizer also validates the model's config.json, and rejects some
+    zoo configs that mlx-lm runs (gemma2-gqa's float ``query_pre_attn_scalar``); the
+    tokenizer files themselves load fine, so that case reads them directly."""
+    from mlx_lm.tokenizer_utils import TokenizerWrapper
+    from transformers import PreTrainedTokenizerFast
+
+    from batchlab.zoo.load import resolve
+
     try:
         return _tokenizer(model)
-    except (OSError, ValueError):
-        return None
+    except Exception:  # noqa: BLE001 - transformers raises many kinds; try the files
+        path = resolve(model)
+        if not (path / "tokenizer.json").is_file():
+            return None
+        return TokenizerWrapper(PreTrainedTokenizerFast.from_pretrained(path))

@@ -22,7 +22,7 @@ from batchlab.engine.sampler import GREEDY
 from batchlab.engine.scheduler import Scheduler
 from batchlab.serve.cli import start_server
 from batchlab.serve.engine import Job, ServeEngine
-from batchlab.zoo import load
+from batchlab.zoo import ZOO, load
 
 MODEL = "llama"
 
@@ -30,7 +30,7 @@ MODEL = "llama"
 @pytest.fixture(scope="module")
 def server():
     server = start_server(MODEL, port=0, max_batch=8)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
     thread.start()
     yield server
     server.shutdown()
@@ -222,3 +222,20 @@ def test_an_engine_crash_fails_every_job_with_its_reason_and_refuses_new_ones():
             engine.submit([1], max_tokens=1, sampling=GREEDY)
     finally:
         engine.close()
+
+
+@pytest.mark.parametrize("name", sorted(ZOO))
+def test_every_zoo_model_serves_a_text_prompt(name):
+    server = start_server(name, port=0, max_batch=2, kv_budget=10**7)
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    try:
+        status, reply = post(server, "/v1/completions", {"prompt": "hi", "max_tokens": 3})
+        assert status == 200, reply
+        assert len(reply["choices"][0]["token_ids"]) == reply["usage"]["completion_tokens"]
+        assert reply["choices"][0]["finish_reason"] in ("length", "stop")
+        assert server.engine.row_cost.batch_bytes([2 + 3]) > 0  # every model holds state
+    finally:
+        server.shutdown()
+        server.server_close()
+        server.engine.close()
