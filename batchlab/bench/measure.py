@@ -68,8 +68,10 @@ class Result:
     prefill_tok_s: float  # median
     peak_gb: float  # max over repeats, weights included
     ratio_vs_mlx_lm: float  # tok/s / BatchGenerator's tok/s at this B (>1: faster)
-    ratio_min: float | None = None  # the same ratio within each repeat (BatchGenerator's run of
-    ratio_max: float | None = None  # that repeat): its spread; None for BatchGenerator itself
+    # the spread of that ratio: min and max over the repeats of (BatchGenerator's step in
+    # repeat r) / (this engine's step in repeat r); None for BatchGenerator itself
+    ratio_min: float | None = None
+    ratio_max: float | None = None
     ratio_vs_generate_step: float | None  # same against generate_step, B=1 only
     roofline_pct: float | None  # weight-streaming bound / median step, in %
     bandwidth_gbs: float | None

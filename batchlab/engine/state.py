@@ -26,7 +26,7 @@ import numpy as np
 from mlx_lm.models.cache import ArraysCache, CacheList
 
 from batchlab.engine.kv import RowInts, as_rows, host_ints
-from batchlab.engine.mask import all_true, ssm_mask
+from batchlab.engine.mask import ssm_mask
 from batchlab.engine.single import list_row, state_row
 
 
@@ -68,18 +68,13 @@ class BatchState:
         self.cache, self.left_padding, self.lengths = v
 
     def make_mask(self, N: int) -> mx.array | None:
-        padding, lengths = self.left_padding_host, self.lengths_host
-        if lengths is None and padding is not None and padding.max(initial=0) <= 0:
-            # the decode steady state (padding all consumed): skip ssm_mask's checks
-            return all_true((len(padding), N))
-        return ssm_mask(N, padding, lengths)
+        return ssm_mask(N, self.left_padding_host, self.lengths_host)
 
     def advance(self, N: int) -> None:
-        lengths, padding = self.lengths_host, self.left_padding_host
-        if lengths is not None:
-            self.lengths = lengths - N
-        if padding is not None:
-            self.left_padding = padding - N
+        if self.lengths_host is not None:
+            self.lengths = self.lengths_host - N
+        if self.left_padding_host is not None:
+            self.left_padding = self.left_padding_host - N
 
     def prepare(self, *, left_padding=None, lengths=None, right_padding=None) -> None:
         """``lengths`` of a right-padded prefill. ``left_padding`` is ADDED to the
