@@ -239,3 +239,25 @@ def test_every_zoo_model_serves_a_text_prompt(name):
         server.shutdown()
         server.server_close()
         server.engine.close()
+
+
+def test_serve_refuses_a_bad_path_or_a_path_that_cannot_run_the_model(capsys):
+    from batchlab.cli import main
+
+    assert main(["serve", "--model", MODEL, "--path", "l9"]) == 2
+    assert "unknown path 'l9'" in capsys.readouterr().out
+    assert main(["serve", "--model", "gemma3", "--path", "compiled"]) == 2
+    assert "cannot serve gemma3" in capsys.readouterr().out
+
+
+def test_the_fast_path_serves_the_same_tokens_on_cpu():
+    # on the CPU backend fast drops only all-True masks, which cannot change a bit
+    server = start_server(MODEL, path="fast", port=0)
+    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
+    try:
+        reply = post(server, "/v1/completions", {"prompt": PROMPTS[2], "max_tokens": 6})[1]
+        assert reply["choices"][0]["token_ids"] == solo_tokens(PROMPTS[2], 6)
+    finally:
+        server.shutdown()
+        server.server_close()
+        server.engine.close()
