@@ -72,6 +72,10 @@ class Result:
     # repeat r) / (this engine's step in repeat r); None for BatchGenerator itself
     ratio_min: float | None = None
     ratio_max: float | None = None
+    # one-sided Wilcoxon signed-rank p-value over those per-repeat ratios, for "this
+    # engine is slower than BatchGenerator": small (< 0.05) only when it loses
+    # consistently, not when one noisy repeat drags the median under 1.0
+    slower_p: float | None = None
     ratio_vs_generate_step: float | None  # same against generate_step, B=1 only
     roofline_pct: float | None  # weight-streaming bound / median step, in %
     bandwidth_gbs: float | None
@@ -165,6 +169,7 @@ def summarize(
             ratio_vs_mlx_lm=median_step[(batch, BATCH_GENERATOR)] / step,
             ratio_min=min(paired) if paired else None,
             ratio_max=max(paired) if paired else None,
+            slower_p=slower_p(paired),
             ratio_vs_generate_step=single / step if single else None,
             roofline_pct=100 * bound_s / step if bound_s else None,
             bandwidth_gbs=bandwidth / 1e9 if bandwidth else None,
@@ -172,6 +177,23 @@ def summarize(
             mlx=versions["mlx"], mlx_lm=versions["mlx_lm"],
         ))  # fmt: skip
     return sorted(results, key=lambda r: (r.batch, _engine_order(r.engine)))
+
+
+SLOWER_ALPHA = 0.05  # a ratio cell is marked slower below this p-value
+
+
+def slower_p(ratios: list[float]) -> float | None:
+    """p-value of "slower than BatchGenerator" from paired per-repeat ratios (one-sided
+    Wilcoxon signed-rank on their logs). None with fewer than 5 pairs: below that the
+    test cannot reach 0.05 however the repeats fall (5 pairs: p >= 1/32)."""
+    if len(ratios) < 5:
+        return None
+    logs = np.log(ratios)
+    if not np.any(logs):
+        return 1.0  # every repeat a dead heat
+    from scipy.stats import wilcoxon
+
+    return float(wilcoxon(logs, alternative="less").pvalue)
 
 
 def _engine_order(engine: str) -> tuple[int, str]:

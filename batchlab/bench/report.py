@@ -15,7 +15,7 @@ import typing
 from pathlib import Path
 
 from batchlab.bench.engines import BATCH_GENERATOR, GENERATE_STEP
-from batchlab.bench.measure import SINGLE_STREAM_TARGET, Result
+from batchlab.bench.measure import SINGLE_STREAM_TARGET, SLOWER_ALPHA, Result
 
 FIELDS = [f.name for f in dataclasses.fields(Result)]
 _TYPES = typing.get_type_hints(Result)
@@ -68,7 +68,9 @@ def markdown(results: list[Result], level: int = 1) -> str:
     lines.append(
         f"Prompt {first.prompt_len}, {first.gen_len} generated tokens per row, greedy; "
         f"median of {first.repeats} interleaved repeats after a warm-up (ms/step shows "
-        f"[min-max]; a ratio shows [min-max] of the same ratio within each repeat). Weights streamed per step {first.streamed_gb:.3g} GB at {bw}. "
+        f"[min-max]; a ratio shows [min-max] of the same ratio within each repeat, and "
+        f"**slower** where a one-sided Wilcoxon test over those paired ratios gives "
+        f"p < {SLOWER_ALPHA}). Weights streamed per step {first.streamed_gb:.3g} GB at {bw}. "
         f"mlx {first.mlx}, mlx-lm {first.mlx_lm}."
     )
     lines += ["", *_single_stream(by, paths), ""]
@@ -132,7 +134,12 @@ def _ratio_spread(r: Result | None) -> str:
         return ""
     if r.ratio_min is None:
         return _ratio(r.ratio_vs_mlx_lm)
-    return f"{_ratio(r.ratio_vs_mlx_lm)} [{r.ratio_min:.2f}-{r.ratio_max:.2f}]"
+    slower = " **slower**" if _slower(r) else ""
+    return f"{_ratio(r.ratio_vs_mlx_lm)} [{r.ratio_min:.2f}-{r.ratio_max:.2f}]{slower}"
+
+
+def _slower(r: Result) -> bool:
+    return r.slower_p is not None and r.slower_p < SLOWER_ALPHA
 
 
 def _pct(x) -> str:
@@ -212,7 +219,8 @@ def write_summary(folder: Path) -> tuple[Path, int]:
         sections.append(markdown(results, level=2))
         overview += _overview_rows(results, f"{path.stem}.png")
     head = ["model", "path", "B=1 / generate_step", "B=1 / BatchGenerator",
-            "/ BatchGenerator (min-max over B)", "best tok/s (B)", "B=1 % roofline"]
+            "/ BatchGenerator (min-max over B)", f"B slower (p < {SLOWER_ALPHA})",
+            "best tok/s (B)", "B=1 % roofline"]
     intro = ("Decode throughput of batchlab's paths against mlx-lm in the same process "
              "(ratios >1: batchlab faster). Regenerate with `batchlab bench report`.")
     text = [f"# batchlab bench: {Path(folder).name}", "", intro, "",
@@ -220,6 +228,15 @@ def write_summary(folder: Path) -> tuple[Path, int]:
     out = Path(folder) / "summary.md"
     out.write_text("\n".join(text) + "\n" + "\n".join(sections))
     return out, len(sections)
+
+
+def _slower_cells(mine: list[Result]) -> str:
+    """The B where the path lost significantly, of the B where the test could run."""
+    tested = [r for r in mine if r.slower_p is not None]
+    if not tested:
+        return "not tested"
+    slower = [str(r.batch) for r in tested if _slower(r)]
+    return f"{', '.join(slower) if slower else 'none'} (of {len(tested)})"
 
 
 def _overview_rows(results: list[Result], png: str) -> list[str]:
@@ -234,7 +251,7 @@ def _overview_rows(results: list[Result], png: str) -> list[str]:
         ratios = [r.ratio_vs_mlx_lm for r in mine]
         cells = [f"[{results[0].model}]({png})", path,
                  _ratio(one and one.ratio_vs_generate_step), _ratio(one and one.ratio_vs_mlx_lm),
-                 f"{min(ratios):.2f}-{max(ratios):.2f}x",
+                 f"{min(ratios):.2f}-{max(ratios):.2f}x", _slower_cells(mine),
                  f"{_num(best.tok_s)} ({best.batch})", _pct(one and one.roofline_pct)]
         rows.append("| " + " | ".join(cells) + " |")
     return rows

@@ -14,7 +14,7 @@ from mlx import nn
 from mlx.utils import tree_flatten
 
 from batchlab.bench.engines import BATCH_GENERATOR, Run
-from batchlab.bench.measure import BenchSpec, _gc_paused, make_prompts, summarize
+from batchlab.bench.measure import BenchSpec, _gc_paused, make_prompts, slower_p, summarize
 from batchlab.bench.report import file_stem, read_csv
 from batchlab.bench.roofline import measure_bandwidth, weight_bytes
 from batchlab.bench.shapes import SHAPES, parse_shape_name
@@ -159,3 +159,11 @@ def test_runs_are_timed_with_the_garbage_collector_paused():
     with pytest.raises(RuntimeError), _gc_paused():
         raise RuntimeError("a crashed run")
     assert gc.isenabled()  # a failing run leaves the collector on
+
+
+def test_slower_is_called_only_when_the_engine_loses_consistently():
+    assert slower_p([0.90, 0.95, 0.97, 0.85, 0.92]) < 0.05  # lost every repeat
+    assert slower_p([1.10, 0.95, 1.07, 0.85, 1.02]) > 0.5  # a tie with noise
+    assert slower_p([0.5, 1.5, 0.9, 1.1, 1.0]) > 0.05  # one bad repeat is no verdict
+    assert slower_p([0.9, 0.9, 0.9, 0.9]) is None  # 4 pairs cannot reach p < 0.05
+    assert slower_p([1.0] * 5) == 1.0
