@@ -197,61 +197,59 @@ class _Reply:
         self.id = f"{'chatcmpl' if chat else 'cmpl'}-{job.name}"
         self.created = int(time.time())
         self.ids: list[int] = []
-        self.sent_text = ""
+        # mlx-lm's streaming detokenizer: each token's text once, not a re-decode of the
+        # whole answer per token; it holds back bytes of an unfinished UTF-8 character
+        tokenizer = server.tokenizer
+        self.detokenizer = None if tokenizer is None else tokenizer.detokenizer
 
     def events(self):
-        """(new token ids, finish reason or None) as the engine produces them."""
+        """(new token ids, new text, finish reason or None) as the engine produces them."""
         while True:
             event = self.job.events.get()
             if isinstance(event, Token):
                 self.ids.append(event.id)
-                yield [event.id], None
+                yield [event.id], self._text(event.id), None
             elif isinstance(event, Done):
                 if event.reason == "error":
                     raise RuntimeError(event.error)
-                yield [], "stop" if event.reason in ("stop", "cancelled") else event.reason
+                if self.detokenizer is not None:
+                    self.detokenizer.finalize()
+                finish = "stop" if event.reason in ("stop", "cancelled") else event.reason
+                yield [], self._text(None), finish
                 return
 
     def whole(self) -> dict:
-        finish = None
-        for _, finish in self.events():
-            pass
-        choice = {"index": 0, "finish_reason": finish, "token_ids": self.ids}
-        text = self._text_delta(final=True)
-        if self.chat:
-            choice["message"] = {"role": "assistant", "content": text}
-        else:
-            choice.update(text=text, logprobs=None)
+        text, finish = [], None
+        for _, piece, finish in self.events():
+            text.append(piece)
         return {**self._head("chat.completion" if self.chat else "text_completion"),
-                "choices": [choice], "usage": self._usage()}
+                "choices": [self._choice(self.ids, "".join(text), finish, whole=True)],
+                "usage": self._usage()}
 
     def chunks(self):
-        for ids, finish in self.events():
-            text = self._text_delta(final=finish is not None)
-            choice = {"index": 0, "finish_reason": finish, "token_ids": ids}
-            if self.chat:
-                choice["delta"] = {"content": text}
-            else:
-                choice.update(text=text, logprobs=None)
+        for ids, text, finish in self.events():
             chunk = {**self._head("chat.completion.chunk" if self.chat else "text_completion"),
-                     "choices": [choice]}
+                     "choices": [self._choice(ids, text, finish, whole=False)]}
             if finish is not None:
                 chunk["usage"] = self._usage()
             yield chunk
 
-    def _text_delta(self, final: bool) -> str:
-        """Text not sent yet. A byte-level token may end inside a UTF-8 character, so a
-        trailing replacement char is held back until more tokens complete it."""
-        tokenizer = self.server.tokenizer
-        if tokenizer is None:
+    def _choice(self, ids: list[int], text: str, finish: str | None, *, whole: bool) -> dict:
+        choice = {"index": 0, "finish_reason": finish, "token_ids": ids}
+        if self.chat:
+            choice["message" if whole else "delta"] = (
+                {"role": "assistant", "content": text} if whole else {"content": text})
+        else:
+            choice.update(text=text, logprobs=None)
+        return choice
+
+    def _text(self, token: int | None) -> str:
+        """The text that became printable with ``token`` (None: what finalize flushed)."""
+        if self.detokenizer is None:
             return ""
-        text = tokenizer.decode(self.ids)
-        if not final:
-            text = text.rstrip("\ufffd")
-        if not text.startswith(self.sent_text):  # decoding rewrote sent text: send no more
-            return ""
-        delta, self.sent_text = text[len(self.sent_text):], text
-        return delta
+        if token is not None:
+            self.detokenizer.add_token(token)
+        return self.detokenizer.last_segment
 
     def _head(self, kind: str) -> dict:
         return {"id": self.id, "object": kind, "created": self.created,

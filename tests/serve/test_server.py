@@ -261,3 +261,14 @@ def test_the_fast_path_serves_the_same_tokens_on_cpu():
         server.shutdown()
         server.server_close()
         server.engine.close()
+
+
+def test_streamed_text_adds_up_to_the_whole_answer(server):
+    # the text is mlx-lm's streaming detokenizer's, as mlx_lm.server sends it (the zoo's
+    # random models also emit ids past the byte tokenizer's 259, which it cannot spell)
+    body = {"prompt": "hello", "max_tokens": 12}
+    whole = post(server, "/v1/completions", body)[1]["choices"][0]
+    chunks = stream(server, body)
+    assert whole["text"]
+    assert "".join(c["choices"][0]["text"] for c in chunks) == whole["text"]
+    assert [t for c in chunks for t in c["choices"][0]["token_ids"]] == whole["token_ids"]
