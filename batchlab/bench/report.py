@@ -15,7 +15,13 @@ import typing
 from pathlib import Path
 
 from batchlab.bench.engines import BATCH_GENERATOR, GENERATE_STEP
-from batchlab.bench.measure import SINGLE_STREAM_TARGET, SLOWER_ALPHA, Result
+from batchlab.bench.measure import (
+    SINGLE_STREAM_TARGET,
+    SLOWER_ALPHA,
+    Result,
+    holm,
+    repeats_for_family,
+)
 
 FIELDS = [f.name for f in dataclasses.fields(Result)]
 _TYPES = typing.get_type_hints(Result)
@@ -70,7 +76,8 @@ def markdown(results: list[Result], level: int = 1) -> str:
         f"median of {first.repeats} interleaved repeats after a warm-up (ms/step shows "
         f"[min-max]; a ratio shows [min-max] of the same ratio within each repeat, and "
         f"**slower** where a one-sided Wilcoxon test over those paired ratios gives "
-        f"p < {SLOWER_ALPHA}). Weights streamed per step {first.streamed_gb:.3g} GB at {bw}. "
+        f"p < {SLOWER_ALPHA} after Holm's correction over the path's B cells; a raw "
+        f"p < {SLOWER_ALPHA} that does not survive it is shown as (p ...)). Weights streamed per step {first.streamed_gb:.3g} GB at {bw}. "
         f"mlx {first.mlx}, mlx-lm {first.mlx_lm}."
     )
     lines += ["", *_single_stream(by, paths), ""]
@@ -78,11 +85,12 @@ def markdown(results: list[Result], level: int = 1) -> str:
     head += [f"{p} / mlx-lm" for p in paths] + [f"{e} % roofline" for e in engines]
     head += ["prefill tok/s (" + " / ".join(engines) + ")", "peak GB"]
     lines += ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+    family = family_p(results)
     for batch in sorted({r.batch for r in results}):
         row = [by.get((batch, e)) for e in engines]
         cells = [str(batch)]
         cells += [_ms(r) for r in row] + [_num(r and r.tok_s) for r in row]
-        cells += [_ratio_spread(by.get((batch, p))) for p in paths]
+        cells += [_ratio_spread(by.get((batch, p)), family) for p in paths]
         cells += [_pct(r and r.roofline_pct) for r in row]
         cells += [" / ".join(_num(r and r.prefill_tok_s) for r in row)]
         cells += [f"{max(r.peak_gb for r in row if r):.3g}"]
@@ -128,18 +136,33 @@ def _ratio(x) -> str:
     return f"{x:.2f}x" if x else ""
 
 
-def _ratio_spread(r: Result | None) -> str:
+def _ratio_spread(r: Result | None, family: dict) -> str:
     """The ratio of medians, with the spread of the per-repeat ratios where known."""
     if r is None:
         return ""
     if r.ratio_min is None:
         return _ratio(r.ratio_vs_mlx_lm)
-    slower = " **slower**" if _slower(r) else ""
-    return f"{_ratio(r.ratio_vs_mlx_lm)} [{r.ratio_min:.2f}-{r.ratio_max:.2f}]{slower}"
+    text = f"{_ratio(r.ratio_vs_mlx_lm)} [{r.ratio_min:.2f}-{r.ratio_max:.2f}]"
+    if _slower(r, family):
+        return text + " **slower**"
+    if r.slower_p is not None and r.slower_p < SLOWER_ALPHA:
+        return text + f" (p {r.slower_p:.3f})"
+    return text
 
 
-def _slower(r: Result) -> bool:
-    return r.slower_p is not None and r.slower_p < SLOWER_ALPHA
+def family_p(results: list[Result]) -> dict[tuple[int, str], float]:
+    """Holm-adjusted "slower" p-values, (B, engine) -> p, each path's B cells a family."""
+    out = {}
+    for engine in {r.engine for r in results}:
+        tested = [r for r in results if r.engine == engine and r.slower_p is not None]
+        for r, p in zip(tested, holm([r.slower_p for r in tested])):
+            out[(r.batch, r.engine)] = p
+    return out
+
+
+def _slower(r: Result, family: dict) -> bool:
+    p = family.get((r.batch, r.engine))
+    return p is not None and p < SLOWER_ALPHA
 
 
 def _pct(x) -> str:
@@ -219,7 +242,7 @@ def write_summary(folder: Path) -> tuple[Path, int]:
         sections.append(markdown(results, level=2))
         overview += _overview_rows(results, f"{path.stem}.png")
     head = ["model", "path", "B=1 / generate_step", "B=1 / BatchGenerator",
-            "/ BatchGenerator (min-max over B)", f"B slower (p < {SLOWER_ALPHA})",
+            "/ BatchGenerator (min-max over B)", f"B slower (Holm p < {SLOWER_ALPHA})",
             "best tok/s (B)", "B=1 % roofline"]
     intro = ("Decode throughput of batchlab's paths against mlx-lm in the same process "
              "(ratios >1: batchlab faster). Regenerate with `batchlab bench report`.")
@@ -231,12 +254,19 @@ def write_summary(folder: Path) -> tuple[Path, int]:
 
 
 def _slower_cells(mine: list[Result]) -> str:
-    """The B where the path lost significantly, of the B where the test could run."""
+    """The B where the path lost significantly (Holm over its B cells), of the B where
+    the test could run; raw p < alpha cells that do not survive the correction follow."""
     tested = [r for r in mine if r.slower_p is not None]
     if not tested:
         return "not tested"
-    slower = [str(r.batch) for r in tested if _slower(r)]
-    return f"{', '.join(slower) if slower else 'none'} (of {len(tested)})"
+    needed = repeats_for_family(len(tested))
+    if min(r.repeats for r in tested) < needed:
+        return f"not testable over {len(tested)} B with {tested[0].repeats} repeats (needs {needed})"
+    family = family_p(tested)
+    slower = [str(r.batch) for r in tested if _slower(r, family)]
+    raw = [str(r.batch) for r in tested if r.slower_p < SLOWER_ALPHA and not _slower(r, family)]
+    text = f"{', '.join(slower) if slower else 'none'} (of {len(tested)})"
+    return text + (f"; raw p < {SLOWER_ALPHA} at B {', '.join(raw)}" if raw else "")
 
 
 def _overview_rows(results: list[Result], png: str) -> list[str]:

@@ -170,6 +170,23 @@ _SPECS = [
         block_multiple_of=16, block_ffn_dim_multiplier=1.0, block_auto_adjust_ff_dim=True,
         layer_types=["conv", "full_attention", "conv", "full_attention"], rope_theta=1000000.0,
     ),
+    # The GPU's fused decode attention (CUDA's sdpa_vector) takes head_dim 64, 96, 128 or
+    # 256 only; every model above has 16 or 32, so on a GPU they all run the unfused
+    # fallback, masked or not. These two give the GPU gates the real models' kernels.
+    _spec(
+        "llama-hd64", "llama", "bfloat16", "Llama-3.2-1B attention (head_dim 64: fused GPU kernels)",
+        notes="4 query heads of 64 over 2 KV heads; else the tiny llama",
+        **_ATTN, num_hidden_layers=2, intermediate_size=128, head_dim=64, rms_norm_eps=1e-5,
+        rope_theta=500000.0, max_position_embeddings=131072, tie_word_embeddings=True,
+        rope_scaling={"rope_type": "llama3", "factor": 32.0, "high_freq_factor": 4.0,
+                      "low_freq_factor": 1.0, "original_max_position_embeddings": 8192},
+    ),
+    _spec(
+        "qwen3-hd128", "qwen3", "bfloat16", "Qwen3-0.6B / Llama-3.1-8B attention (head_dim 128)",
+        notes="4 query heads of 128 over 2 KV heads, q/k norm; else the tiny qwen3",
+        **_ATTN, num_hidden_layers=2, intermediate_size=128, head_dim=128, rms_norm_eps=1e-6,
+        rope_theta=1000000.0, max_position_embeddings=40960, tie_word_embeddings=True,
+    ),
     _spec(
         "gemma2-gqa", "gemma2", "bfloat16", "Gemma 2 with GQA (known mlx-lm batch-mode bug)",
         notes="4 heads over 2 KV heads: mlx-lm's (B,1,L,S) mask meets its 5-D GQA scores; "

@@ -14,7 +14,15 @@ from mlx import nn
 from mlx.utils import tree_flatten
 
 from batchlab.bench.engines import BATCH_GENERATOR, Run
-from batchlab.bench.measure import BenchSpec, _gc_paused, make_prompts, slower_p, summarize
+from batchlab.bench.measure import (
+    BenchSpec,
+    _gc_paused,
+    holm,
+    make_prompts,
+    repeats_for_family,
+    slower_p,
+    summarize,
+)
 from batchlab.bench.report import file_stem, read_csv
 from batchlab.bench.roofline import measure_bandwidth, weight_bytes
 from batchlab.bench.shapes import SHAPES, parse_shape_name
@@ -167,3 +175,44 @@ def test_slower_is_called_only_when_the_engine_loses_consistently():
     assert slower_p([0.5, 1.5, 0.9, 1.1, 1.0]) > 0.05  # one bad repeat is no verdict
     assert slower_p([0.9, 0.9, 0.9, 0.9]) is None  # 4 pairs cannot reach p < 0.05
     assert slower_p([1.0] * 5) == 1.0
+
+
+def test_holm_adjusts_a_family_of_p_values():
+    assert holm([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.06, 0.06])
+    assert holm([0.5]) == [0.5]
+    assert holm([0.2, 0.9]) == [0.4, 0.9]  # capped at 1, never below an earlier rank
+
+
+def test_a_family_needs_enough_repeats_to_flag_a_cell():
+    assert repeats_for_family(1) == 5  # 1/32 < 0.05
+    assert repeats_for_family(9) == 8  # 9/256 < 0.05 <= 9/128
+    assert repeats_for_family(18) == 9
+
+
+def _sweep_with_one_loser(repeats: int, loser_ratio: float) -> list:
+    """9 B cells: B=1 loses every repeat at ``loser_ratio``, the rest tie with noise."""
+    runs = []
+    for batch in (1, 2, 4, 8, 16, 32, 64, 128, 256):
+        for r in range(repeats):
+            ours = 1.0 / loser_ratio if batch == 1 else 1.0 + (0.1 if r % 2 else -0.1)
+            runs += [Run(engine="l1", batch=batch, prompt_len=4, prefill_s=1.0,
+                         decode_s=ours / 1e3, decode_steps=1, peak_bytes=0, repeat=r),
+                     Run(engine=BATCH_GENERATOR, batch=batch, prompt_len=4, prefill_s=1.0,
+                         decode_s=1.0 / 1e3, decode_steps=1, peak_bytes=0, repeat=r)]
+    spec = BenchSpec(batches=(1, 2, 4, 8, 16, 32, 64, 128, 256), prompt_len=4, gen_len=3,
+                     repeats=repeats)
+    return summarize(runs, model="m", backend="cpu", spec=spec, bound_s=None, bandwidth=None,
+                     streamed_bytes=0, versions={"mlx": "x", "mlx_lm": "y"})
+
+
+def test_slower_cells_are_counted_over_the_family(tmp_path):
+    from batchlab.bench.report import _slower_cells, markdown
+
+    l1 = lambda results: [r for r in results if r.engine == "l1"]  # noqa: E731
+    # 8 repeats all lost at B=1: raw p = 1/256, times 9 cells = 0.035 -> slower
+    flagged = _sweep_with_one_loser(8, 0.9)
+    assert _slower_cells(l1(flagged)) == "1 (of 9)"
+    assert "**slower**" in markdown(flagged)
+    # 5 repeats cannot reach 0.05 over 9 cells: said so, never "none"
+    assert _slower_cells(l1(_sweep_with_one_loser(5, 0.9))) == (
+        "not testable over 9 B with 5 repeats (needs 8)")

@@ -43,6 +43,8 @@ PINNED = {
     "qwen3.5": ("qwen3.5-cc120786123d", "3290883ff77a8d78"),
     "mamba2": ("mamba2-dce7979f10e9", "44e29150f48a501f"),
     "lfm2": ("lfm2-b1e6b3e0536e", "cd0d40f6bce95f29"),
+    "llama-hd64": ("llama-hd64-b4c108b0ea3c", "8787d13c0da47e20"),
+    "qwen3-hd128": ("qwen3-hd128-56b57b2ebb75", "d33caac049c2c77d"),
     "gemma2-gqa": ("gemma2-gqa-7eba177eaf9c", "cdcd680f3e37fa59"),
 }
 
@@ -60,6 +62,8 @@ LAYER_KINDS = {
     "qwen3.5": "ssm×3 full",
     "mamba2": "ssm×2",
     "lfm2": "ssm×2 full×2",
+    "llama-hd64": "full×2",
+    "qwen3-hd128": "full×2",
     "gemma2-gqa": "full×2",
 }
 
