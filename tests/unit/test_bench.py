@@ -208,7 +208,9 @@ def _sweep_with_one_loser(repeats: int, loser_ratio: float) -> list:
 def test_slower_cells_are_counted_over_the_family(tmp_path):
     from batchlab.bench.report import _slower_cells, markdown
 
-    l1 = lambda results: [r for r in results if r.engine == "l1"]  # noqa: E731
+    def l1(results):
+        return [r for r in results if r.engine == "l1"]
+
     # 8 repeats all lost at B=1: raw p = 1/256, times 9 cells = 0.035 -> slower
     flagged = _sweep_with_one_loser(8, 0.9)
     assert _slower_cells(l1(flagged)) == "1 (of 9)"
