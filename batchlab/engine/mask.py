@@ -86,8 +86,10 @@ def ring_mask(
     rotated: bool,
     left_padding: np.ndarray,
     window: int | None = None,
-) -> mx.array:
+    all_true_as_none: bool = False,
+) -> mx.array | None:
     """The mask of ``BatchRing`` before it takes N keys (mlx-lm's rotating batch mask).
+    ``all_true_as_none``: a decode mask that hides nothing comes back as ``None``.
 
     ``seen`` counts every column ever written (``_offset``), ``idx`` is the ring pointer.
     Built in temporal order (oldest kept key first) at width ``min(max_size-1, seen)+N``:
@@ -113,6 +115,8 @@ def ring_mask(
     if wraps:
         left_padding = left_padding - 1
     if N == 1 and offset < window and np.all(left_padding <= 0):
+        if all_true_as_none:
+            return None
         return all_true((len(left_padding), 1, 1, offset + 1))  # nothing to hide or roll
     mask = causal_mask_host(N, offset, left_padding=left_padding, window=window)
     if wraps:

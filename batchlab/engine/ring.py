@@ -30,7 +30,15 @@ import mlx.core as mx
 import numpy as np
 from mlx_lm.models.cache import RotatingKVCache
 
-from batchlab.engine.kv import STEP, RowInts, extend_aligned, host_ints, roll_rows, take_rows
+from batchlab.engine.kv import (
+    STEP,
+    BatchKV,
+    RowInts,
+    extend_aligned,
+    host_ints,
+    roll_rows,
+    take_rows,
+)
 from batchlab.engine.mask import ring_mask
 from batchlab.engine.single import ring_row, ring_temporal
 
@@ -125,7 +133,9 @@ class BatchRing:
         return self.keys, self.values
 
     def make_mask(self, N: int, window_size: int | None = None, return_array: bool = False):
-        """Always an array (B, 1, N, min(max_size-1, _offset)+N); see ``mask.ring_mask``."""
+        """An array (B, 1, N, min(max_size-1, _offset)+N), as mlx-lm's (``mask.ring_mask``),
+        except a decode mask that hides nothing, dropped where that cannot change a bit
+        (``BatchKV.drops_all_true_decode_mask``: the CPU backend)."""
         return ring_mask(
             N,
             max_size=self.max_size,
@@ -134,7 +144,10 @@ class BatchRing:
             rotated=self.rotated,
             left_padding=self.left_padding_host,
             window=window_size,
+            all_true_as_none=not return_array and self.drops_all_true_decode_mask(),
         )
+
+    drops_all_true_decode_mask = staticmethod(BatchKV.drops_all_true_decode_mask)
 
     @property
     def state(self):

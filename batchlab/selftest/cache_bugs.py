@@ -73,10 +73,11 @@ def ring_mask_not_rolled() -> list[Patch]:
     padding columns are masked at the wrong places once the pointer moves."""
 
     def make(clean):
-        def buggy(N, *, max_size, seen, idx, rotated, left_padding, window=None):
+        def buggy(N, *, max_size, seen, idx, rotated, left_padding, **kw):
             out = clean(N, max_size=max_size, seen=seen, idx=idx, rotated=rotated,
-                        left_padding=left_padding, window=window)
-            if N == 1 and (rotated or idx >= max_size):  # undo the roll ring_mask made
+                        left_padding=left_padding, **kw)
+            wrapped_now = N == 1 and (rotated or idx >= max_size)
+            if wrapped_now and out is not None:  # undo the roll ring_mask made
                 out = mx.roll(out, -((0 if idx >= max_size else idx) + 1), axis=-1)
             return out
         return buggy
