@@ -77,7 +77,8 @@ def markdown(results: list[Result], level: int = 1) -> str:
         f"[min-max]; a ratio shows [min-max] of the same ratio within each repeat, and "
         f"**slower** where a one-sided Wilcoxon test over those paired ratios gives "
         f"p < {SLOWER_ALPHA} after Holm's correction over the path's B cells; a raw "
-        f"p < {SLOWER_ALPHA} that does not survive it is shown as (p ...)). Weights streamed per step {first.streamed_gb:.3g} GB at {bw}. "
+        f"p < {SLOWER_ALPHA} that does not survive it is shown as (p ...)). "
+        f"Weights streamed per step {first.streamed_gb:.3g} GB at {bw}. "
         f"mlx {first.mlx}, mlx-lm {first.mlx_lm}."
     )
     lines += ["", *_single_stream(by, paths), ""]
@@ -259,9 +260,9 @@ def _slower_cells(mine: list[Result]) -> str:
     tested = [r for r in mine if r.slower_p is not None]
     if not tested:
         return "not tested"
-    needed = repeats_for_family(len(tested))
-    if min(r.repeats for r in tested) < needed:
-        return f"not testable over {len(tested)} B with {tested[0].repeats} repeats (needs {needed})"
+    needed, repeats = repeats_for_family(len(tested)), min(r.repeats for r in tested)
+    if repeats < needed:
+        return f"not testable over {len(tested)} B with {repeats} repeats (needs {needed})"
     family = family_p(tested)
     slower = [str(r.batch) for r in tested if _slower(r, family)]
     raw = [str(r.batch) for r in tested if r.slower_p < SLOWER_ALPHA and not _slower(r, family)]

@@ -205,7 +205,7 @@ def _sweep_with_one_loser(repeats: int, loser_ratio: float) -> list:
                      streamed_bytes=0, versions={"mlx": "x", "mlx_lm": "y"})
 
 
-def test_slower_cells_are_counted_over_the_family(tmp_path):
+def test_slower_cells_are_counted_over_the_family():
     from batchlab.bench.report import _slower_cells, markdown
 
     def l1(results):
