@@ -12,7 +12,7 @@ a mask built inside the trace hides the columns past the write column and each r
 left padding. Prefill, joins and evictions stay on the l1 code: only the decode forward
 is traced (one trace per B and width, shared by every scheduler of a model).
 
-Measured (README, Performance): 1.7-1.9x BatchGenerator at B=1 on CPU, and bit-exact
+Measured (README, Performance): 1.9x BatchGenerator at B=1 on CPU, and bit-exact
 there. On the H200 the mask array rules out MLX's fused decode attention, so the path
 gains little at small B and loses at large B; ``fast`` is the GPU path.
 
