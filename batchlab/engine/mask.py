@@ -124,12 +124,16 @@ def ring_mask(
     return mx.array(mask)
 
 
-def ssm_mask(N: int, left_padding: Ints | None, lengths: Ints | None) -> mx.array | None:
+def ssm_mask(N: int, left_padding: Ints | None, lengths: Ints | None,
+             all_true_as_none: bool = False) -> mx.array | None:
     """(B, N) mask of the N new steps of a state-space layer: step t of row b is real when
     ``t >= left_padding[b]`` and ``t < lengths[b]``; ``None`` when neither is tracked.
 
-    An all-True mask is NOT the same as ``None``: models take another code path (e.g.
-    ``mx.where``), so callers must keep mlx-lm's None-vs-array choice.
+    An all-True mask is NOT the same as ``None`` in general: models take another code
+    path (``mx.where(mask, x, 0)``, ``x * mask``), which on a GPU may be other kernels,
+    so callers keep mlx-lm's None-vs-array choice unless ``all_true_as_none``: then a
+    mask that keeps every step comes back as ``None`` (a select or a product by True
+    leaves every bit as it was, so this is exact wherever those paths are plain ops).
     """
     if left_padding is None and lengths is None:
         return None
@@ -137,6 +141,8 @@ def ssm_mask(N: int, left_padding: Ints | None, lengths: Ints | None) -> mx.arra
         pos, rows = mx.arange(N), (lambda x: _rows(x)[:, :, 0, 0])
     elif ((left_padding is None or np.all(np.asarray(left_padding) <= 0))
           and (lengths is None or np.all(np.asarray(lengths) >= N))):  # every step of every row is real
+        if all_true_as_none:
+            return None
         return all_true((len(left_padding if lengths is None else lengths), N))
     else:  # host ints: build in numpy, upload once (same bools, same shape)
         pos, rows = np.arange(N), (lambda x: np.asarray(x).reshape(-1, 1))

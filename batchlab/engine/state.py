@@ -25,7 +25,7 @@ import mlx.core as mx
 import numpy as np
 from mlx_lm.models.cache import ArraysCache, CacheList
 
-from batchlab.engine.kv import RowInts, as_rows, host_ints
+from batchlab.engine.kv import BatchKV, RowInts, as_rows, host_ints
 from batchlab.engine.mask import ssm_mask
 from batchlab.engine.single import list_row, state_row
 
@@ -68,7 +68,13 @@ class BatchState:
         self.cache, self.left_padding, self.lengths = v
 
     def make_mask(self, N: int) -> mx.array | None:
-        return ssm_mask(N, self.left_padding_host, self.lengths_host)
+        """mlx-lm's mask (``mask.ssm_mask``), except a decode step's that keeps every row,
+        dropped where that cannot change a bit (``BatchKV.drops_all_true_decode_mask``:
+        the CPU backend, where the models apply it with plain selects and products)."""
+        drop = N == 1 and self.drops_all_true_decode_mask()
+        return ssm_mask(N, self.left_padding_host, self.lengths_host, all_true_as_none=drop)
+
+    drops_all_true_decode_mask = staticmethod(BatchKV.drops_all_true_decode_mask)
 
     def advance(self, N: int) -> None:
         if self.lengths_host is not None:

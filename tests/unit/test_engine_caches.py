@@ -227,6 +227,23 @@ def test_ssm_mask_literals():
 
 
 @pytest.mark.parametrize("dtype", [mx.float32, mx.bfloat16])
+def test_dropped_all_true_ssm_mask_keeps_bits(dtype):
+    """State-space layers apply their mask as ``where(mask, x, 0)`` (qwen3.5, mamba2,
+    lfm2 inputs), ``where(mask, state, old)`` (gated delta) and ``x * mask`` (mamba2's
+    SSM): each leaves every bit of ``x`` as it was where the mask is True, which is why
+    l1 may drop an all-True decode mask on the CPU backend."""
+    x = mx.random.normal((3, 1, 8), key=mx.random.key(3)).astype(dtype) * 1e3
+    x = mx.concatenate([x, mx.array([[[-0.0, float("inf"), -float("inf")] + [1e-30] * 5]],
+                                    dtype)], axis=0)
+    keep = mx.ones((4, 1), dtype=mx.bool_)[..., None]
+    with mx.stream(mx.cpu):
+        for kept in (mx.where(keep, x, 0), mx.where(keep, x, x * 2), x * keep):
+            assert np.array_equal(bits(kept), bits(x))
+    state = BatchState(2, [0, 0, 0])
+    assert state.make_mask(1) is None and state.make_mask(2) is not None  # decode only
+
+
+@pytest.mark.parametrize("dtype", [mx.float32, mx.bfloat16])
 def test_dropped_all_true_mask_keeps_attention_bits(dtype):
     """l1 passes no decode mask where no row is padded, on the CPU backend only: there
     SDPA applies a bool mask as a select, so all True must equal None to the bit."""
@@ -632,7 +649,10 @@ def test_ring_matches_mlx_lm_in_bfloat16():
 def state_forward(pair: Pair, n: int) -> None:
     """What a state-space layer does: make_mask, read lengths, write state, advance."""
     ours, theirs = pair.ours, pair.theirs
-    same(ours.make_mask(n), theirs.make_mask(n), f"{pair.log[-1]} > make_mask({n})")
+    # mlx-lm's layout: on the CPU backend l1 drops a decode mask that keeps every step
+    # (test_dropped_all_true_ssm_mask_keeps_bits), so compare the mask a GPU would get
+    with patched(type(ours), "drops_all_true_decode_mask", staticmethod(lambda: False)):
+        same(ours.make_mask(n), theirs.make_mask(n), f"{pair.log[-1]} > make_mask({n})")
     B = pair.batch
     conv = mx.array(pair.rng.standard_normal((B, 3, 4)).astype(np.float32))
     ssm = mx.array(pair.rng.standard_normal((B, 2, 4, 4)).astype(np.float32))
