@@ -1,7 +1,7 @@
 """The engine's paths: how a cell runs, and how its result is gated against the oracle.
 
     l1    batchlab's own primitives on mlx-lm's schedule and layouts; bit-exact, always
-    fast      l1 without all-True decode masks; bit-exact where it stays exact, else KL
+    fast      l1 without all-True full-attention decode masks; bit-exact where exact, else KL
     compiled  l1 with the decode forward traced by mx.compile (full-attention models); KL
 
 Tolerances live here, on the path, and nowhere else. l1 has none.
@@ -44,7 +44,7 @@ PATHS = {
                      description="mlx-lm's schedule and layouts, gated bit-exact"),
     "fast": EnginePath(name="fast", scheduler=FastScheduler,
                        kl_gate=LAB_KL_GATE,
-                       description="l1 without all-True decode masks (fused decode kernels)"),
+                       description="l1 without all-True full-attention decode masks (fused kernels)"),
     "compiled": EnginePath(name="compiled", scheduler=CompiledScheduler,
                            kl_gate=LAB_KL_GATE,
                            refuses=unsupported_reason,
