@@ -1,7 +1,7 @@
 """``batchlab bench``: decode throughput vs B, batchlab's paths against mlx-lm in one run.
 
     batchlab bench --model llama-3.2-1b,qwen3-0.6b --batch 1,2,4,...,256 \\
-        --prompt-len 128 --gen-len 32 [--paths l1] [--repeats 3] [--bandwidth GBPS]
+        --prompt-len 128 [--gen-len 256] [--paths l1] [--repeats 8] [--bandwidth GBPS]
     batchlab bench report      # rebuild <model>.md/.png and summary.md from the CSVs
 """
 
@@ -24,12 +24,16 @@ def add_bench_parser(sub) -> None:
                    "gemma3-4b; <shape>@L2 keeps 2 layers), zoo names or model dirs")
     p.add_argument("--batch", default="1,2,4,8,16,32", help="batch sizes, comma list")
     p.add_argument("--prompt-len", type=int, default=128, help="prompt tokens per row")
-    p.add_argument("--gen-len", type=int, default=32, help="generated tokens per row")
+    p.add_argument("--gen-len", type=int, default=256,
+                   help="generated tokens per row: the decode window (a window of 64 steps "
+                   "on a 2-core CPU caught OS hiccups in some repeats only)")
     p.add_argument("--paths", default="l1",
                    help="batchlab paths to time, comma list: l1, fast (l1 minus all-True "
                    "decode masks; see engine/fast.py), compiled (a traced decode forward, "
                    "full-attention models; see engine/compiled.py)")
-    p.add_argument("--repeats", type=int, default=3, help="timed runs per engine and B")
+    p.add_argument("--repeats", type=int, default=8,
+                   help="timed runs per engine and B (8: enough for the 'slower' test to "
+                   "flag a cell among up to 9 B, Holm-corrected)")
     p.add_argument("--bandwidth", type=float, default=None,
                    help="memory bandwidth in GB/s for the roofline (default: measured)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random prompts")
