@@ -3,6 +3,8 @@
     batchlab bench --model llama-3.2-1b,qwen3-0.6b --batch 1,2,4,...,256 \\
         --prompt-len 128 [--gen-len 256] [--paths l1] [--repeats 8] [--bandwidth GBPS]
     batchlab bench report      # rebuild <model>.md/.png and summary.md from the CSVs
+    batchlab bench profile --model llama-3.2-1b --batch 1,8 [--paths l1,fast]
+                               # where a decode step's time goes, per engine
 """
 
 from __future__ import annotations
@@ -17,8 +19,10 @@ def add_bench_parser(sub) -> None:
     p = sub.add_parser(
         "bench", help="decode throughput vs B against mlx-lm (same process, interleaved)",
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("action", nargs="?", choices=("run", "report"), default="run",
-                   help="run the bench (default) or rebuild the reports from the CSVs")
+    p.add_argument("action", nargs="?", choices=("run", "report", "profile"), default="run",
+                   help="run the bench (default), rebuild the reports from the CSVs, or "
+                   "profile a decode step (forward build, MLX submit, the rest, device "
+                   "wait) per engine into <out>/profile/<model>.md")
     p.add_argument("--model", default=None,
                    help="comma list of shapes (llama-3.2-1b, llama-3.1-8b, qwen3-0.6b, "
                    "gemma3-4b; <shape>@L2 keeps 2 layers), zoo names or model dirs")
@@ -76,6 +80,10 @@ def bench_command(args, console) -> int:
     models = [m.strip() for m in args.model.split(",") if m.strip()]
     for name in models:  # fail on a typo before any model is built or timed
         check_model_name(name)
+    if args.action == "profile":
+        for name in models:
+            _profile_model(name, spec, out, console)
+        return 0
     bandwidth = _bandwidth(args.bandwidth, console)
     failed, path = [], None
     for name in models:
@@ -143,6 +151,34 @@ def _bench_model(name: str, spec, bandwidth: float, out: Path, console) -> None:
     del loaded
     gc.collect()
     mx.clear_cache()  # the next model gets the memory back (an 8B shape holds 16 GB)
+
+
+def _profile_model(name: str, spec, out: Path, console) -> None:
+    import mlx.core as mx
+
+    from batchlab.backend import backend_key, versions
+    from batchlab.bench.profile import markdown, num_runs, profile
+    from batchlab.bench.shapes import load_model
+    from batchlab.cli import shown
+
+    with console.status(f"loading {name} ..."):
+        loaded = load_model(name)
+    spec = _paths_for(loaded.model, loaded.name, spec, console)
+    with _Progress(console, num_runs(spec), loaded.name) as progress:
+        profiles = profile(loaded.model, spec, loaded.vocab_size, on_run=progress.on_run)
+    v = versions()
+    text = markdown(loaded.name, backend_key(), spec, profiles,
+                    f"mlx {v['mlx']}, mlx-lm {v['mlx_lm']}")
+    path = out / "profile" / f"{loaded.name}.md"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".md.tmp")
+    tmp.write_text(text)
+    tmp.replace(path)
+    console.print(text, soft_wrap=True, markup=False, highlight=False)
+    console.print(f"wrote {shown(path)}", highlight=False, soft_wrap=True)
+    del loaded
+    gc.collect()
+    mx.clear_cache()
 
 
 def _paths_for(model, name: str, spec, console):

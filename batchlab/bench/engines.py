@@ -20,6 +20,7 @@ from __future__ import annotations
 import gc
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 
 import mlx.core as mx
@@ -59,10 +60,13 @@ class Run:
         return self.batch * self.prompt_len / self.prefill_s
 
 
-Driver = Callable[[nn.Module, list[list[int]], int], Run]
+# A driver runs one engine: (model, prompts, gen_len, window=...) -> Run. ``window`` is
+# entered around the decode window only (the profiler's hooks; ``bench/profile.py``).
+Driver = Callable[..., Run]
+Window = Callable[[], AbstractContextManager]
 
 
-def _sync() -> None:
+def sync() -> None:
     from mlx_lm.generate import generation_stream  # mlx-lm's engines run on this stream
 
     mx.synchronize()
@@ -72,7 +76,7 @@ def _sync() -> None:
 def _begin() -> float:
     """Start a run from a clean slate: no garbage, no cached buffers, peak reset."""
     gc.collect()
-    _sync()
+    sync()
     mx.clear_cache()
     mx.reset_peak_memory()
     return time.perf_counter()
@@ -83,27 +87,30 @@ def _check(engine: str, emitted: int, expected: int) -> None:
         raise RuntimeError(f"{engine} emitted {emitted} tokens, expected {expected}")
 
 
-def run_l1(model: nn.Module, prompts: list[list[int]], gen_len: int) -> Run:
+def run_l1(model: nn.Module, prompts: list[list[int]], gen_len: int,
+           window: Window = nullcontext) -> Run:
     """batchlab's l1 Scheduler (the path gated bit-exact against BatchGenerator)."""
-    return _run_scheduler("l1", Scheduler, model, prompts, gen_len)
+    return _run_scheduler("l1", Scheduler, model, prompts, gen_len, window)
 
 
-def run_fast(model: nn.Module, prompts: list[list[int]], gen_len: int) -> Run:
+def run_fast(model: nn.Module, prompts: list[list[int]], gen_len: int,
+             window: Window = nullcontext) -> Run:
     """The fast path: l1 without all-True decode masks (``engine/fast.py``)."""
     from batchlab.engine.fast import FastScheduler
 
-    return _run_scheduler("fast", FastScheduler, model, prompts, gen_len)
+    return _run_scheduler("fast", FastScheduler, model, prompts, gen_len, window)
 
 
-def run_compiled(model: nn.Module, prompts: list[list[int]], gen_len: int) -> Run:
+def run_compiled(model: nn.Module, prompts: list[list[int]], gen_len: int,
+                 window: Window = nullcontext) -> Run:
     """The compiled path: l1 with a traced decode forward (``engine/compiled.py``)."""
     from batchlab.engine.compiled import CompiledScheduler
 
-    return _run_scheduler("compiled", CompiledScheduler, model, prompts, gen_len)
+    return _run_scheduler("compiled", CompiledScheduler, model, prompts, gen_len, window)
 
 
 def _run_scheduler(engine: str, kind: type[Scheduler], model: nn.Module,
-                   prompts: list[list[int]], gen_len: int) -> Run:
+                   prompts: list[list[int]], gen_len: int, window: Window) -> Run:
     B = len(prompts)
     scheduler = kind(model, ScheduleConfig(prefill_batch_size=B, completion_batch_size=B))
     requests = [Request(name=f"r{i}", prompt=tuple(p), max_tokens=gen_len)
@@ -115,20 +122,22 @@ def _run_scheduler(engine: str, kind: type[Scheduler], model: nn.Module,
         emitted += len(scheduler.step())
         if len(scheduler.decode) == B:
             break
-    _sync()
+    sync()
     ready = time.perf_counter()
     steps = 0
-    while scheduler.num_active:
-        emitted += len(scheduler.step())
-        steps += 1
-    _sync()
+    with window():
+        while scheduler.num_active:
+            emitted += len(scheduler.step())
+            steps += 1
+        sync()
     end = time.perf_counter()
     _check(engine, emitted, B * gen_len)
     return Run(engine=engine, batch=B, prompt_len=len(prompts[0]), prefill_s=ready - start,
                decode_s=end - ready, decode_steps=steps, peak_bytes=mx.get_peak_memory())
 
 
-def run_batch_generator(model: nn.Module, prompts: list[list[int]], gen_len: int) -> Run:
+def run_batch_generator(model: nn.Module, prompts: list[list[int]], gen_len: int,
+                        window: Window = nullcontext) -> Run:
     """mlx-lm's BatchGenerator, greedy, no stop tokens (rows end at ``gen_len``)."""
     from mlx_lm.generate import BatchGenerator
 
@@ -145,15 +154,16 @@ def run_batch_generator(model: nn.Module, prompts: list[list[int]], gen_len: int
             emitted += len(responses)
             if joined == B:
                 break
-        _sync()
+        sync()
         ready = time.perf_counter()
         steps = 0
-        while finished < B:
-            _, responses = generator.next()
-            emitted += len(responses)
-            finished += sum(r.finish_reason is not None for r in responses)
-            steps += 1
-        _sync()
+        with window():
+            while finished < B:
+                _, responses = generator.next()
+                emitted += len(responses)
+                finished += sum(r.finish_reason is not None for r in responses)
+                steps += 1
+            sync()
         end = time.perf_counter()
     finally:
         generator.close()
@@ -163,7 +173,8 @@ def run_batch_generator(model: nn.Module, prompts: list[list[int]], gen_len: int
                peak_bytes=mx.get_peak_memory())
 
 
-def run_generate_step(model: nn.Module, prompts: list[list[int]], gen_len: int) -> Run:
+def run_generate_step(model: nn.Module, prompts: list[list[int]], gen_len: int,
+                      window: Window = nullcontext) -> Run:
     """mlx-lm's single-stream loop (plain KVCache, async_eval pipelined); B=1 only.
 
     Its first ``next()`` prefills and computes token 0 (and queues token 1); the window
@@ -177,10 +188,11 @@ def run_generate_step(model: nn.Module, prompts: list[list[int]], gen_len: int) 
     start = _begin()
     tokens = generate_step(mx.array(prompts[0]), model, max_tokens=gen_len)
     next(tokens)
-    _sync()
+    sync()
     ready = time.perf_counter()
-    steps = sum(1 for _ in tokens)
-    _sync()
+    with window():
+        steps = sum(1 for _ in tokens)
+        sync()
     end = time.perf_counter()
     _check(GENERATE_STEP, steps + 1, gen_len)
     return Run(engine=GENERATE_STEP, batch=1, prompt_len=len(prompts[0]),

@@ -106,14 +106,14 @@ def sweep(
         for name, drive in engines:  # warm-up: kernels, allocator, shapes of this B
             if on_run:
                 on_run(name, batch, "warm-up")
-            with _gc_paused():
+            with gc_paused():
                 drive(model, prompts, spec.gen_len)
         timed = []
         for r in range(spec.repeats):
             for name, drive in engines[r % len(engines):] + engines[: r % len(engines)]:
                 if on_run:
                     on_run(name, batch, f"repeat {r + 1}/{spec.repeats}")
-                with _gc_paused():
+                with gc_paused():
                     run = drive(model, prompts, spec.gen_len)
                 timed.append(dataclasses.replace(run, repeat=r))
         runs += timed
@@ -123,7 +123,7 @@ def sweep(
 
 
 @contextmanager
-def _gc_paused() -> Iterator[None]:
+def gc_paused() -> Iterator[None]:
     """Python's cyclic garbage collector off for one run, as ``timeit`` does. A full
     collection takes ~30 ms with mlx-lm loaded: landing in one engine's window and not
     in the other's, it would be read as a speed difference of up to 30%."""

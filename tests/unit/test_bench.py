@@ -16,7 +16,7 @@ from mlx.utils import tree_flatten
 from batchlab.bench.engines import BATCH_GENERATOR, Run
 from batchlab.bench.measure import (
     BenchSpec,
-    _gc_paused,
+    gc_paused,
     holm,
     make_prompts,
     repeats_for_family,
@@ -161,10 +161,10 @@ def test_ratio_spread_pairs_each_repeat_with_batch_generator_of_that_repeat():
 
 def test_runs_are_timed_with_the_garbage_collector_paused():
     assert gc.isenabled()
-    with _gc_paused():
+    with gc_paused():
         assert not gc.isenabled()
     assert gc.isenabled()
-    with pytest.raises(RuntimeError), _gc_paused():
+    with pytest.raises(RuntimeError), gc_paused():
         raise RuntimeError("a crashed run")
     assert gc.isenabled()  # a failing run leaves the collector on
 
@@ -218,3 +218,38 @@ def test_slower_cells_are_counted_over_the_family():
     # 5 repeats cannot reach 0.05 over 9 cells: said so, never "none"
     assert _slower_cells(l1(_sweep_with_one_loser(5, 0.9))) == (
         "not testable over 9 B with 5 repeats (needs 8)")
+
+
+def test_profile_end_to_end_splits_every_engine_and_restores_the_hooks(tmp_path):
+    import mlx.core as mx
+
+    model_cls = type(load("llama").model)
+    forward, async_eval, eval_ = model_cls.__call__, mx.async_eval, mx.eval
+    argv = ["bench", "profile", "--model", "llama", "--batch", "1,2", "--prompt-len", "4",
+            "--gen-len", "4", "--repeats", "1", "--paths", "l1,fast", "--out", str(tmp_path)]
+    assert main(argv) == 0
+    table = (tmp_path / "profile" / "llama.md").read_text()
+    rows = [line.split(" | ") for line in table.splitlines()
+            if line.startswith(("| 1 ", "| 2 "))]
+    assert [(r[0], r[1]) for r in rows] == [
+        ("| 1", "l1"), ("| 1", "fast"), ("| 1", "BatchGenerator"), ("| 1", "generate_step"),
+        ("| 2", "l1"), ("| 2", "fast"), ("| 2", "BatchGenerator"),
+    ]
+    for r in rows:  # every engine's forward was built and submitted inside the window
+        assert not r[3].startswith("0 ") and not r[4].startswith("0 "), r
+    assert (model_cls.__call__, mx.async_eval, mx.eval) == (forward, async_eval, eval_)
+
+
+def test_profile_hooks_are_restored_when_the_window_raises():
+    import mlx.core as mx
+
+    from batchlab.bench.profile import _Clock, timing_hooks
+
+    model = load("llama").model
+    forward, async_eval = type(model).__call__, mx.async_eval
+    clock = _Clock()
+    with pytest.raises(RuntimeError), timing_hooks(model, clock, sync_after_submit=True):
+        mx.async_eval(mx.ones(3) + 1)
+        raise RuntimeError("a crashed run")
+    assert (type(model).__call__, mx.async_eval) == (forward, async_eval)
+    assert clock.submit > 0 and clock.wait >= 0 and clock.build == 0
