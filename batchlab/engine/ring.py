@@ -87,7 +87,7 @@ class BatchRing:
                 self.values = self.values[..., trim:, :]
             self.keys = mx.concatenate([self.keys, keys], axis=2)
             self.values = mx.concatenate([self.values, values], axis=2)
-        self.offset = self.offset_host + n
+        type(self).offset.shift(self, n)
         self._offset += n
         self._idx = self.keys.shape[2]
         return self.keys, self.values
@@ -113,7 +113,7 @@ class BatchRing:
         self.keys[..., self._idx : self._idx + 1, :] = keys
         self.values[..., self._idx : self._idx + 1, :] = values
         self._offset += 1
-        self.offset = self.offset_host + 1
+        type(self).offset.shift(self, 1)
         self._idx += 1
         return self.keys_and_values()
 

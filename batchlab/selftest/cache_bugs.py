@@ -32,6 +32,9 @@ class _ScalarOffset:
     def __set__(self, obj, value) -> None:
         self.per_row.__set__(obj, value)
 
+    def __getattr__(self, name: str):  # shift, any_nonzero: the per-row bookkeeping
+        return getattr(self.per_row, name)
+
 
 def scalar_offset() -> list[Patch]:
     """One scalar RoPE offset for the batch (the shared write column ``_idx``, what a

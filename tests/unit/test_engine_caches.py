@@ -744,3 +744,34 @@ def test_cache_list_matches_mlx_lm():
     row_ours, row_theirs = ours.extract(1), theirs.extract(1)
     for x, y in zip(row_ours.caches, row_theirs.caches):
         same_cache(x, y, "extract")
+
+
+def test_decode_offsets_are_shared_by_every_layer_and_stay_exact():
+    """``RowInts.shift``: the host only counts, every layer of a step ends up holding one
+    device array, and host and device agree after any mix of reads, shifts and sets."""
+    caches = [BatchKV([1, 0]) for _ in range(3)]  # equal ints in distinct arrays
+    for c in caches:
+        _ = c.offset  # read, as RoPE does
+    kv = mx.zeros((2, 1, 1, 4))
+    for step in range(1, 4):
+        for c in caches:
+            c.update_and_fetch(kv, kv)
+        assert len({id(c.offset) for c in caches}) == 1  # one array per step, shared
+        for c in caches:
+            assert c.offset.tolist() == [step - 1, step]
+            assert c.offset_host.tolist() == [step - 1, step]
+    caches[0].filter([1])  # a set mid-stream: that layer leaves the shared array
+    assert caches[0].offset.tolist() == [3]
+    caches[0].update_and_fetch(kv[:1], kv[:1])
+    assert caches[0].offset_host.tolist() == [4] and caches[0].offset.tolist() == [4]
+    with pytest.raises(AttributeError, match="assign BatchKV.offset, not offset_host"):
+        caches[0].offset_host = np.array([0])
+
+
+def test_padding_check_follows_every_set():
+    c = BatchKV([0, 0])
+    assert not BatchKV.left_padding.any_nonzero(c)
+    c.left_padding = [0, 2]
+    assert BatchKV.left_padding.any_nonzero(c)
+    c.left_padding = c.left_padding_host - np.array([0, 2])
+    assert not BatchKV.left_padding.any_nonzero(c)
