@@ -87,9 +87,11 @@ def ring_mask(
     left_padding: np.ndarray,
     window: int | None = None,
     all_true_as_none: bool = False,
+    left_padding_max: int | None = None,
 ) -> mx.array | None:
     """The mask of ``BatchRing`` before it takes N keys (mlx-lm's rotating batch mask).
     ``all_true_as_none``: a decode mask that hides nothing comes back as ``None``.
+    ``left_padding_max``: ``max(left_padding)`` if the caller knows it (saves numpy).
 
     ``seen`` counts every column ever written (``_offset``), ``idx`` is the ring pointer.
     Built in temporal order (oldest kept key first) at width ``min(max_size-1, seen)+N``:
@@ -109,19 +111,26 @@ def ring_mask(
     window = window or max_size
     offset = min(max_size - 1, seen)
     trim = idx - max_size + int(N > 1)
-    if trim > 0:
-        left_padding = left_padding - trim
     wraps = N == 1 and (rotated or idx >= max_size)
-    if wraps:
-        left_padding = left_padding - 1
-    if N == 1 and offset < window and np.all(left_padding <= 0):
+    dropped = max(trim, 0) + int(wraps)  # padding columns the write will have dropped
+    if left_padding_max is None:
+        left_padding_max = int(np.max(left_padding)) if len(left_padding) else 0
+    if N == 1 and offset < window and left_padding_max - dropped <= 0:
         if all_true_as_none:
             return None
         return all_true((len(left_padding), 1, 1, offset + 1))  # nothing to hide or roll
+    left_padding = left_padding - dropped
     mask = causal_mask_host(N, offset, left_padding=left_padding, window=window)
     if wraps:
         mask = np.roll(mask, shift=(0 if idx >= max_size else idx) + 1, axis=-1)
     return mx.array(mask)
+
+
+def ssm_keeps_every_step(N: int, left_padding_max: int | None,
+                         lengths_min: int | None) -> bool:
+    """Whether ``ssm_mask`` keeps every step of every row (from the rows' extremes)."""
+    return ((left_padding_max is None or left_padding_max <= 0)
+            and (lengths_min is None or lengths_min >= N))
 
 
 def ssm_mask(N: int, left_padding: Ints | None, lengths: Ints | None,
@@ -139,8 +148,8 @@ def ssm_mask(N: int, left_padding: Ints | None, lengths: Ints | None,
         return None
     if isinstance(left_padding, mx.array) or isinstance(lengths, mx.array):
         pos, rows = mx.arange(N), (lambda x: _rows(x)[:, :, 0, 0])
-    elif ((left_padding is None or np.all(np.asarray(left_padding) <= 0))
-          and (lengths is None or np.all(np.asarray(lengths) >= N))):  # every step of every row is real
+    elif ssm_keeps_every_step(N, None if left_padding is None else np.max(left_padding),
+                              None if lengths is None else np.min(lengths)):
         if all_true_as_none:
             return None
         return all_true((len(left_padding if lengths is None else lengths), N))

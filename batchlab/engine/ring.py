@@ -109,7 +109,7 @@ class BatchRing:
         if self._idx == self.max_size:
             self.rotated, self._idx = True, 0
         if self.rotated:  # this write evicts every row's oldest column
-            self.left_padding = self.left_padding_host - 1
+            type(self).left_padding.shift(self, -1)
         self.keys[..., self._idx : self._idx + 1, :] = keys
         self.values[..., self._idx : self._idx + 1, :] = values
         self._offset += 1
@@ -145,6 +145,7 @@ class BatchRing:
             left_padding=self.left_padding_host,
             window=window_size,
             all_true_as_none=not return_array and self.drops_all_true_decode_mask(),
+            left_padding_max=type(self).left_padding.bounds(self)[1],
         )
 
     drops_all_true_decode_mask = staticmethod(BatchKV.drops_all_true_decode_mask)

@@ -26,7 +26,7 @@ import numpy as np
 from mlx_lm.models.cache import ArraysCache, CacheList
 
 from batchlab.engine.kv import BatchKV, RowInts, as_rows, host_ints
-from batchlab.engine.mask import ssm_mask
+from batchlab.engine.mask import all_true, ssm_keeps_every_step, ssm_mask
 from batchlab.engine.single import list_row, state_row
 
 
@@ -72,15 +72,29 @@ class BatchState:
         dropped where that cannot change a bit (``BatchKV.drops_all_true_decode_mask``:
         the CPU backend, where the models apply it with plain selects and products)."""
         drop = N == 1 and self.drops_all_true_decode_mask()
+        rows = self._rows_if_every_step_kept(N)
+        if rows is not None:  # a decode step's usual case, answered without numpy
+            return None if drop else all_true((rows, N))
         return ssm_mask(N, self.left_padding_host, self.lengths_host, all_true_as_none=drop)
+
+    def _rows_if_every_step_kept(self, N: int) -> int | None:
+        """B when ``ssm_mask`` would keep every step of every row (from the memoized
+        extremes of the tracked ints), else None (also when nothing is tracked)."""
+        lp, lengths = type(self).left_padding, type(self).lengths
+        tracked = [ints for ints in (lp, lengths) if ints.is_set(self)]
+        if not tracked:
+            return None
+        lp_max = lp.bounds(self)[1] if lp.is_set(self) else None
+        lengths_min = lengths.bounds(self)[0] if lengths.is_set(self) else None
+        if not ssm_keeps_every_step(N, lp_max, lengths_min):
+            return None
+        return tracked[0].rows(self)
 
     drops_all_true_decode_mask = staticmethod(BatchKV.drops_all_true_decode_mask)
 
     def advance(self, N: int) -> None:
-        if self.lengths_host is not None:
-            self.lengths = self.lengths_host - N
-        if self.left_padding_host is not None:
-            self.left_padding = self.left_padding_host - N
+        type(self).lengths.shift(self, -N)  # no-ops where not tracked
+        type(self).left_padding.shift(self, -N)
 
     def prepare(self, *, left_padding=None, lengths=None, right_padding=None) -> None:
         """``lengths`` of a right-padded prefill. ``left_padding`` is ADDED to the

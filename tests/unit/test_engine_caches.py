@@ -775,3 +775,27 @@ def test_padding_check_follows_every_set():
     assert BatchKV.left_padding.any_nonzero(c)
     c.left_padding = c.left_padding_host - np.array([0, 2])
     assert not BatchKV.left_padding.any_nonzero(c)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_memoized_extremes_give_the_masks_numpy_gives(seed: int, monkeypatch):
+    """The decode-path shortcuts (``RowInts.bounds`` after shifts and reads) return the
+    masks the plain numpy functions build from the same host ints."""
+    monkeypatch.setattr(BatchState, "drops_all_true_decode_mask", staticmethod(lambda: False))
+    rng = np.random.default_rng(seed)
+    B, N = int(rng.integers(1, 5)), int(rng.integers(1, 3))
+    state = BatchState(2, left_padding=rng.integers(0, 3, B).tolist())
+    state.lengths = rng.integers(0, 4, B).tolist() if seed % 2 else None
+    for _ in range(int(rng.integers(0, 4))):
+        state.advance(1)
+        _ = state.left_padding_host if seed % 3 == 0 else None  # a read mid-way
+    got = state.make_mask(N)
+    want = ssm_mask(N, state.left_padding_host, state.lengths_host)
+    assert np.array_equal(np.array(got), np.array(want)) and got.shape == want.shape
+
+    lp = rng.integers(0, 4, B)
+    for idx, rotated in ((2, False), (4, True), (1, True)):
+        kwargs = {"max_size": 4, "seen": int(rng.integers(0, 9)), "idx": idx,
+                  "rotated": rotated, "left_padding": lp}
+        plain, told = ring_mask(N, **kwargs), ring_mask(N, **kwargs, left_padding_max=lp.max())
+        assert np.array_equal(np.array(plain), np.array(told))
