@@ -36,9 +36,9 @@ def host_ints(value) -> np.ndarray:
     """A read-only int64 numpy copy of a list, numpy array or mx array of row ints.
 
     A 1-D int64 array that owns its data (the result of arithmetic such as
-    ``cache.offset_host + n``) is taken as is, not copied: caches update their ints once
-    per layer per step. The array is made read-only, so a caller that kept it and tries
-    to write it gets an error, never a silent change."""
+    ``cache.offset_host + n``) is taken as is, not copied. The array is made read-only,
+    so a caller that kept it and tries to write it gets an error, never a silent change
+    (arrays are shared between layers: ``RowInts``)."""
     fresh = type(value) is np.ndarray and value.dtype == np.int64 and value.ndim == 1
     if fresh and (value.flags.owndata or not value.flags.writeable):
         value.flags.writeable = False
@@ -64,10 +64,10 @@ class RowInts:
     The decode hot path (every layer, every step) stays out of numpy. ``shift`` (the
     ``offset += n`` of every layer) only counts on the host, and the device array is
     built once per step and shared by every layer, found by the identity of the host
-    array; ``bounds`` (min and max, e.g. "is any row padded?") is memoized the same way. A numpy call is ~1 us alone, but
-    between the model's op building it cost far more: on the CPU backend a 2-layer decode
-    step built in ~205 us with a numpy add and an upload per layer, and in ~175 us
-    without (BatchGenerator: ~186 us).
+    array; ``bounds`` (min and max: "is any row padded?") is memoized the same way. A
+    numpy call is ~1 us alone, but between the model's op building it cost far more:
+    on the CPU backend a 2-layer llama decode step built in ~205 us with a numpy add and
+    an upload per layer, and in ~175 us without (BatchGenerator: ~186 us).
     """
 
     def __init__(self, optional: bool = False):
