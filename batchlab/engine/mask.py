@@ -126,6 +126,13 @@ def ring_mask(
     return mx.array(mask)
 
 
+def _extreme(reduce, ints: Ints | None) -> int | None:
+    """``reduce`` (np.max or np.min) over host row ints; 0 for no rows, None untracked."""
+    if ints is None:
+        return None
+    return int(reduce(ints)) if len(ints) else 0
+
+
 def ssm_keeps_every_step(N: int, left_padding_max: int | None,
                          lengths_min: int | None) -> bool:
     """Whether ``ssm_mask`` keeps every step of every row (from the rows' extremes)."""
@@ -148,8 +155,7 @@ def ssm_mask(N: int, left_padding: Ints | None, lengths: Ints | None,
         return None
     if isinstance(left_padding, mx.array) or isinstance(lengths, mx.array):
         pos, rows = mx.arange(N), (lambda x: _rows(x)[:, :, 0, 0])
-    elif ssm_keeps_every_step(N, None if left_padding is None else np.max(left_padding),
-                              None if lengths is None else np.min(lengths)):
+    elif ssm_keeps_every_step(N, _extreme(np.max, left_padding), _extreme(np.min, lengths)):
         if all_true_as_none:
             return None
         return all_true((len(left_padding if lengths is None else lengths), N))
