@@ -746,9 +746,13 @@ def test_cache_list_matches_mlx_lm():
         same_cache(x, y, "extract")
 
 
-def test_decode_offsets_are_shared_by_every_layer_and_stay_exact():
+@pytest.mark.parametrize("adds_on_device", [True, False])  # the CPU backend's way, GPUs'
+def test_decode_offsets_are_shared_by_every_layer_and_stay_exact(adds_on_device, monkeypatch):
     """``RowInts.shift``: the host only counts, every layer of a step ends up holding one
     device array, and host and device agree after any mix of reads, shifts and sets."""
+    from batchlab.engine import kv as kv_module
+
+    monkeypatch.setattr(kv_module, "_adds_offsets_on_device", lambda: adds_on_device)
     caches = [BatchKV([1, 0]) for _ in range(3)]  # equal ints in distinct arrays
     for c in caches:
         _ = c.offset  # read, as RoPE does
