@@ -117,19 +117,18 @@ def _bandwidth(given: float | None, console) -> float:
 
 
 def _bench_model(name: str, spec, bandwidth: float, out: Path, console) -> None:
-    import mlx.core as mx
+    start = time.perf_counter()
+    _with_model(name, console,
+                lambda loaded: _bench_loaded(loaded, spec, bandwidth, out, console, start))
 
+
+def _bench_loaded(loaded, spec, bandwidth: float, out: Path, console, start: float) -> None:
     from batchlab.backend import backend_key, versions
     from batchlab.bench.measure import summarize, sweep
     from batchlab.bench.report import write_model_report
     from batchlab.bench.roofline import bound_seconds, weight_bytes
     from batchlab.cli import shown
 
-    start = time.perf_counter()
-    with console.status(f"loading {name} ..."):
-        from batchlab.bench.shapes import load_model
-
-        loaded = load_model(name)
     weights = weight_bytes(loaded.model)
     bound_s = bound_seconds(weights.streamed, bandwidth)
     console.print(
@@ -148,21 +147,35 @@ def _bench_model(name: str, spec, bandwidth: float, out: Path, console) -> None:
     _print_table(console, results)
     console.print("wrote " + ", ".join(shown(p) for p in written), highlight=False,
                   soft_wrap=True)
-    del loaded
-    gc.collect()
-    mx.clear_cache()  # the next model gets the memory back (an 8B shape holds 16 GB)
 
 
-def _profile_model(name: str, spec, out: Path, console) -> None:
+def _with_model(name: str, console, use) -> None:
+    """Load a bench model (shape, zoo name or dir), ``use(loaded)``, then give its memory
+    back: the next model gets it (an 8B shape holds 16 GB). Nothing else may keep a
+    reference, hence a function call rather than a ``with`` block."""
     import mlx.core as mx
 
-    from batchlab.backend import backend_key, versions
-    from batchlab.bench.profile import markdown, num_runs, profile
     from batchlab.bench.shapes import load_model
-    from batchlab.cli import shown
 
     with console.status(f"loading {name} ..."):
         loaded = load_model(name)
+    try:
+        use(loaded)
+    finally:
+        del loaded
+        gc.collect()
+        mx.clear_cache()
+
+
+def _profile_model(name: str, spec, out: Path, console) -> None:
+    _with_model(name, console, lambda loaded: _profile_loaded(loaded, spec, out, console))
+
+
+def _profile_loaded(loaded, spec, out: Path, console) -> None:
+    from batchlab.backend import backend_key, versions
+    from batchlab.bench.profile import markdown, num_runs, profile
+    from batchlab.cli import shown
+
     spec = _paths_for(loaded.model, loaded.name, spec, console)
     with _Progress(console, num_runs(spec), loaded.name) as progress:
         profiles = profile(loaded.model, spec, loaded.vocab_size, on_run=progress.on_run)
@@ -176,9 +189,6 @@ def _profile_model(name: str, spec, out: Path, console) -> None:
     tmp.replace(path)
     console.print(text, soft_wrap=True, markup=False, highlight=False)
     console.print(f"wrote {shown(path)}", highlight=False, soft_wrap=True)
-    del loaded
-    gc.collect()
-    mx.clear_cache()
 
 
 def _paths_for(model, name: str, spec, console):

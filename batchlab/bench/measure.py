@@ -18,7 +18,14 @@ from dataclasses import dataclass
 import numpy as np
 from mlx import nn
 
-from batchlab.bench.engines import BATCH_GENERATOR, GENERATE_STEP, PATHS, Run, engines_at
+from batchlab.bench.engines import (
+    BATCH_GENERATOR,
+    GENERATE_STEP,
+    PATHS,
+    Driver,
+    Run,
+    engines_at,
+)
 
 SINGLE_STREAM_TARGET = 0.95  # the mission: l1 at B=1 within 5% of generate_step's speed
 
@@ -101,25 +108,35 @@ def sweep(
     each run, ``on_batch(B, runs)`` after each B."""
     runs: list[Run] = []
     for batch in spec.batches:
-        engines = engines_at(spec.paths, batch)
-        prompts = make_prompts(batch, spec.prompt_len, vocab_size, spec.seed)
-        for name, drive in engines:  # warm-up: kernels, allocator, shapes of this B
-            if on_run:
-                on_run(name, batch, "warm-up")
-            with gc_paused():
-                drive(model, prompts, spec.gen_len)
         timed = []
-        for r in range(spec.repeats):
-            for name, drive in engines[r % len(engines):] + engines[: r % len(engines)]:
-                if on_run:
-                    on_run(name, batch, f"repeat {r + 1}/{spec.repeats}")
-                with gc_paused():
-                    run = drive(model, prompts, spec.gen_len)
-                timed.append(dataclasses.replace(run, repeat=r))
+        for r, name, drive, prompts in interleaved(model, spec, batch, vocab_size, on_run):
+            if on_run:
+                on_run(name, batch, f"repeat {r + 1}/{spec.repeats}")
+            with gc_paused():
+                run = drive(model, prompts, spec.gen_len)
+            timed.append(dataclasses.replace(run, repeat=r))
         runs += timed
         if on_batch:
             on_batch(batch, timed)
     return runs
+
+
+def interleaved(model: nn.Module, spec: BenchSpec, batch: int, vocab_size: int,
+                on_run: Callable[[str, int, str], None] | None = None,
+                ) -> Iterator[tuple[int, str, Driver, list[list[int]]]]:
+    """The engines of one B: each run once untimed (warm-up: kernels, allocator, shapes
+    of this B), then yielded as ``(repeat, name, driver, prompts)`` for every repeat, in
+    an order rotated by the repeat (the module docstring says why)."""
+    engines = engines_at(spec.paths, batch)
+    prompts = make_prompts(batch, spec.prompt_len, vocab_size, spec.seed)
+    for name, drive in engines:
+        if on_run:
+            on_run(name, batch, "warm-up")
+        with gc_paused():
+            drive(model, prompts, spec.gen_len)
+    for r in range(spec.repeats):
+        for name, drive in engines[r % len(engines):] + engines[: r % len(engines)]:
+            yield r, name, drive, prompts
 
 
 @contextmanager

@@ -34,7 +34,7 @@ import mlx.core as mx
 from mlx import nn
 
 from batchlab.bench.engines import Driver, engines_at, sync
-from batchlab.bench.measure import BenchSpec, gc_paused, make_prompts
+from batchlab.bench.measure import BenchSpec, gc_paused, interleaved
 
 
 @dataclass(slots=True)
@@ -114,27 +114,19 @@ def profile(model: nn.Module, spec: BenchSpec, vocab_size: int,
     the bench, each a pipelined and a synced run."""
     out = []
     for batch in spec.batches:
-        engines = engines_at(spec.paths, batch)
-        prompts = make_prompts(batch, spec.prompt_len, vocab_size, spec.seed)
-        for name, drive in engines:
+        samples: dict[str, list[tuple]] = {}
+        for r, name, drive, prompts in interleaved(model, spec, batch, vocab_size, on_run):
+            label = f"repeat {r + 1}/{spec.repeats}"
             if on_run:
-                on_run(name, batch, "warm-up")
-            with gc_paused():
-                drive(model, prompts, spec.gen_len)
-        samples: dict[str, list[tuple]] = {name: [] for name, _ in engines}
-        for r in range(spec.repeats):
-            for name, drive in engines[r % len(engines):] + engines[: r % len(engines)]:
-                label = f"repeat {r + 1}/{spec.repeats}"
-                if on_run:
-                    on_run(name, batch, label)
-                step, clock = _profile_run(drive, model, prompts, spec.gen_len, synced=False)
-                if on_run:
-                    on_run(name, batch, label + " synced")
-                synced_step, synced = _profile_run(drive, model, prompts, spec.gen_len,
-                                                   synced=True)
-                samples[name].append((step, clock.build, clock.submit,
-                                      step - clock.build - clock.submit,
-                                      synced_step, synced.wait))
+                on_run(name, batch, label)
+            step, clock = _profile_run(drive, model, prompts, spec.gen_len, synced=False)
+            if on_run:
+                on_run(name, batch, label + " synced")
+            synced_step, synced = _profile_run(drive, model, prompts, spec.gen_len,
+                                               synced=True)
+            samples.setdefault(name, []).append((
+                step, clock.build, clock.submit, step - clock.build - clock.submit,
+                synced_step, synced.wait))
         for name, rows in samples.items():
             med = [statistics.median(col) * 1e3 for col in zip(*rows)]
             out.append(StepProfile(engine=name, batch=batch, repeats=spec.repeats,

@@ -65,10 +65,10 @@ class RowInts:
     ``offset += n`` of every layer) only counts on the host, and the device array is
     made once per step (an upload, or on the CPU backend a lazy add) and shared by every
     layer, found by the identity of the host array; ``bounds`` (min and max: "is any row
-    padded?") is memoized the same way. A
-    numpy call is ~1 us alone, but between the model's op building it cost far more:
-    on the CPU backend a 2-layer llama decode step built in ~205 us with a numpy add and
-    an upload per layer, and in ~175 us without (BatchGenerator: ~186 us).
+    padded?") is memoized the same way. A numpy call is ~1 us alone, but between the
+    model's op building it cost far more: on the CPU backend a 2-layer llama decode step
+    built in ~205 us with a numpy add and an upload per layer, and in ~175 us without
+    (BatchGenerator: ~186 us).
     """
 
     def __init__(self, optional: bool = False):
