@@ -26,7 +26,7 @@ import mlx.core as mx
 import numpy as np
 from mlx_lm.models.cache import KVCache
 
-from batchlab.engine.mask import causal_mask
+from batchlab.engine.mask import DecodeMasks, causal_mask
 from batchlab.engine.single import kv_row
 
 STEP = 256  # keys/values grow in steps of 256 columns, as mlx-lm's caches do
@@ -229,6 +229,7 @@ class BatchKV:
         self.offset = -self.left_padding_host
         self._idx = 0
         self._right_padding: np.ndarray | None = None  # set by prepare, rolled by finalize
+        self._decode_masks = DecodeMasks()
 
     # -- the protocol the models speak ----------------------------------------------
 
@@ -264,10 +265,11 @@ class BatchKV:
         """An array, (B, 1, N, _idx + N), as mlx-lm's, even at N = 1. The one exception:
         at N = 1 with no padded row the mask is all True, and it is dropped where that
         cannot change a bit (``drops_all_true_decode_mask``)."""
-        if (N == 1 and window_size is None and not return_array
-                and self.drops_all_true_decode_mask()
-                and not type(self).left_padding.any_nonzero(self)):
-            return None
+        if N == 1 and window_size is None:
+            if (not return_array and self.drops_all_true_decode_mask()
+                    and not type(self).left_padding.any_nonzero(self)):
+                return None
+            return self._decode_masks(self._idx, self.left_padding_host)
         return causal_mask(N, self._idx, left_padding=self.left_padding_host, window=window_size)
 
     @staticmethod

@@ -30,6 +30,7 @@ from batchlab.engine import layers
 from batchlab.engine.kv import BatchKV
 from batchlab.engine.mask import causal_mask, ring_mask, ssm_mask
 from batchlab.engine.ring import BatchRing
+from batchlab.engine.single import kv_row
 from batchlab.engine.state import BatchList, BatchState
 
 ENGINE = pathlib.Path(__file__).resolve().parents[2] / "batchlab" / "engine"
@@ -779,6 +780,37 @@ def test_padding_check_follows_every_set():
     assert BatchKV.left_padding.any_nonzero(c)
     c.left_padding = c.left_padding_host - np.array([0, 2])
     assert not BatchKV.left_padding.any_nonzero(c)
+
+
+@pytest.mark.parametrize("drops", [True, False])  # the CPU backend's way, GPUs'
+def test_decode_masks_are_the_masks_causal_mask_builds(drops: bool, monkeypatch):
+    """``DecodeMasks``: each decode step's mask (a slice of a host mask kept per
+    left-padding array) has causal_mask's bools, shape and dtype, across the 256-column
+    widening, a filter, an extend, and a second cache with equal padding in between."""
+    monkeypatch.setattr(BatchKV, "drops_all_true_decode_mask", staticmethod(lambda: drops))
+    caches = [BatchKV([2, 0, 5]), BatchKV([2, 0, 5])]
+    kv = mx.zeros((3, 1, 1, 2))
+    seen = 0
+    for step in range(262):
+        if step == 120:
+            for c in caches:
+                c.filter([0, 2])  # trims the shared 2 columns: a new padding array
+        if step == 200:
+            for c in caches:
+                c.extend(BatchKV.merge([kv_row(kv[:1, :, :1], kv[:1, :, :1])]))
+        for c in caches:
+            got = c.make_mask(1)
+            want = causal_mask(1, c._idx, left_padding=c.left_padding_host)
+            if got is None:
+                assert drops and not np.any(c.left_padding_host)
+                continue
+            seen += 1
+            assert got.dtype == mx.bool_ and got.shape == want.shape
+            assert np.array_equal(np.array(got), np.array(want)), (step, c._idx)
+        rows = len(caches[0].offset_host)
+        for c in caches:
+            c.update_and_fetch(kv[:rows], kv[:rows])
+    assert caches[0]._idx > 256 and seen > 2 * 200
 
 
 @pytest.mark.parametrize("seed", range(20))
