@@ -17,7 +17,7 @@ import pytest
 from mlx_lm.models.cache import KVCache
 
 from batchlab.engine.kv import BatchKV
-from batchlab.engine.mask import causal_mask
+from batchlab.engine.mask import DecodeMasks, causal_mask
 from batchlab.engine.ring import BatchRing
 
 H, D, L = 8, 64, 256
@@ -50,11 +50,27 @@ def _batch(batch: int) -> BatchKV:
 
 @pytest.mark.parametrize("batch", SIZES)
 def test_mask_decode(benchmark, batch):
-    """The (B, 1, 1, L+1) decode mask, rebuilt every step of every attention layer."""
+    """The (B, 1, 1, L+1) decode mask built from scratch (``causal_mask``)."""
     padding = np.arange(batch) % 17
 
     def build():
         mask = causal_mask(1, L, left_padding=padding)
+        mx.eval(mask)
+        return mask
+
+    assert benchmark(build).shape == (batch, 1, 1, L + 1)
+
+
+@pytest.mark.parametrize("batch", SIZES)
+def test_mask_decode_sliced(benchmark, batch):
+    """The same mask as a decode step makes it (``DecodeMasks``: a slice of a host mask
+    kept per left-padding array, then uploaded)."""
+    padding = np.arange(batch) % 17
+    padding.flags.writeable = False
+    masks = DecodeMasks()
+
+    def build():
+        mask = masks(L, padding)
         mx.eval(mask)
         return mask
 
