@@ -53,6 +53,9 @@ def causal_mask(
     return mx.array(causal_mask_host(N, offset, left_padding, window, right_padding))
 
 
+MASK_COLUMNS_STEP = 256  # DecodeMasks widens its host mask in steps, as caches grow
+
+
 class DecodeMasks:
     """The decode masks (N = 1, no window) of one full-attention cache, each a slice of
     a wider host mask built once per left-padding array.
@@ -77,9 +80,6 @@ class DecodeMasks:
             columns = -(-width // MASK_COLUMNS_STEP) * MASK_COLUMNS_STEP
             memo = self._memo = (left_padding, causal_mask_host(1, columns - 1, left_padding))
         return mx.array(memo[1][..., :width])
-
-
-MASK_COLUMNS_STEP = 256  # DecodeMasks widens its host mask in steps, as caches grow
 
 
 def causal_mask_host(N, offset, left_padding=None, window=None, right_padding=None) -> np.ndarray:
