@@ -117,10 +117,13 @@ def ring_mask(
     window: int | None = None,
     all_true_as_none: bool = False,
     left_padding_max: int | None = None,
+    decode_masks: DecodeMasks | None = None,
 ) -> mx.array | None:
     """The mask of ``BatchRing`` before it takes N keys (mlx-lm's rotating batch mask).
     ``all_true_as_none``: a decode mask that hides nothing comes back as ``None``.
     ``left_padding_max``: ``max(left_padding)`` if the caller knows it (saves numpy).
+    ``decode_masks``: the ring's own ``DecodeMasks``, for the decode steps before it
+    fills (then the mask is a full cache's: keys ``0 .. offset``, padding unchanged).
 
     ``seen`` counts every column ever written (``_offset``), ``idx`` is the ring pointer.
     Built in temporal order (oldest kept key first) at width ``min(max_size-1, seen)+N``:
@@ -148,6 +151,8 @@ def ring_mask(
         if all_true_as_none:
             return None
         return all_true((len(left_padding), 1, 1, offset + 1))  # nothing to hide or roll
+    if N == 1 and not wraps and dropped == 0 and offset < window and decode_masks is not None:
+        return decode_masks(offset, left_padding)
     left_padding = left_padding - dropped
     mask = causal_mask_host(N, offset, left_padding=left_padding, window=window)
     if wraps:

@@ -39,7 +39,7 @@ from batchlab.engine.kv import (
     roll_rows,
     take_rows,
 )
-from batchlab.engine.mask import ring_mask
+from batchlab.engine.mask import DecodeMasks, ring_mask
 from batchlab.engine.single import ring_row, ring_temporal
 
 
@@ -61,6 +61,7 @@ class BatchRing:
         self.rotated = False
         # absolute lengths of right-padded prompts, so padding never evicts real keys
         self._lengths: np.ndarray | None = None
+        self._decode_masks = DecodeMasks()
 
     # -- the protocol the models speak ----------------------------------------------
 
@@ -146,6 +147,7 @@ class BatchRing:
             window=window_size,
             all_true_as_none=not return_array and self.drops_all_true_decode_mask(),
             left_padding_max=type(self).left_padding.bounds(self)[1],
+            decode_masks=self._decode_masks,
         )
 
     drops_all_true_decode_mask = staticmethod(BatchKV.drops_all_true_decode_mask)

@@ -813,6 +813,30 @@ def test_decode_masks_are_the_masks_causal_mask_builds(drops: bool, monkeypatch)
     assert caches[0]._idx > 256 and seen > 2 * 200
 
 
+@pytest.mark.parametrize("drops", [True, False])
+def test_ring_decode_masks_are_the_masks_ring_mask_builds(drops: bool, monkeypatch):
+    """A ring's decode masks before it fills come from its ``DecodeMasks``; every step,
+    through the 256-column widening, the fill and the wrap, they equal ``ring_mask``'s
+    own build from the same state."""
+    monkeypatch.setattr(BatchRing, "drops_all_true_decode_mask", staticmethod(lambda: drops))
+    ring = BatchRing(300, [3, 0, 1])
+    kv = mx.zeros((3, 1, 1, 2))
+    ring.update_and_fetch(mx.zeros((3, 1, 4, 2)), mx.zeros((3, 1, 4, 2)))  # prefill
+    masked = 0
+    for step in range(310):
+        got = ring.make_mask(1)
+        want = ring_mask(1, max_size=ring.max_size, seen=ring._offset, idx=ring._idx,
+                         rotated=ring.rotated, left_padding=ring.left_padding_host,
+                         all_true_as_none=drops)
+        assert (got is None) == (want is None), step
+        if got is not None:
+            masked += 1
+            assert got.dtype == want.dtype and got.shape == want.shape, step
+            assert np.array_equal(np.array(got), np.array(want)), step
+        ring.update_and_fetch(kv, kv)
+    assert ring.rotated and masked >= 290
+
+
 @pytest.mark.parametrize("seed", range(20))
 def test_memoized_extremes_give_the_masks_numpy_gives(seed: int, monkeypatch):
     """The decode-path shortcuts (``RowInts.bounds`` after shifts and reads) return the
