@@ -172,6 +172,7 @@ def _profile_model(name: str, spec, out: Path, console) -> None:
 
 
 def _profile_loaded(loaded, spec, out: Path, console) -> None:
+    from batchlab.atomic import write_text_atomic
     from batchlab.backend import backend_key, versions
     from batchlab.bench.profile import markdown, num_runs, profile
     from batchlab.cli import shown
@@ -183,10 +184,7 @@ def _profile_loaded(loaded, spec, out: Path, console) -> None:
     text = markdown(loaded.name, backend_key(), spec, profiles,
                     f"mlx {v['mlx']}, mlx-lm {v['mlx_lm']}")
     path = out / "profile" / f"{loaded.name}.md"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".md.tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
+    write_text_atomic(path, text)
     console.print(text, soft_wrap=True, markup=False, highlight=False)
     console.print(f"wrote {shown(path)}", highlight=False, soft_wrap=True)
 

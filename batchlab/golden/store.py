@@ -13,11 +13,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from batchlab.atomic import write_text_atomic
 from batchlab.display import shown
 from batchlab.trajectory import Step, Trajectory
 
@@ -61,18 +60,7 @@ def golden_path(root: Path, backend: str, file_stem: str) -> Path:
 def write_golden(path: Path, golden: Golden) -> None:
     payload = _payload(golden)
     payload["content_digest"] = _content_digest(payload)
-    text = _render(payload)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)  # atomic: readers see the old file or the new one
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_text_atomic(path, _render(payload))  # readers see the old file or the new one
 
 
 def read_golden(path: Path, expected: Stamp, fix: str) -> Golden:
