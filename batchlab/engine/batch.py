@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import mlx.core as mx
 
 from batchlab.engine import layers
-from batchlab.engine.sampler import GREEDY, RowSampler, SamplingParams
+from batchlab.engine.sampler import RowSampler, SamplingParams
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -23,7 +23,7 @@ class Request:
     name: str
     prompt: tuple[int, ...]
     max_tokens: int
-    sampling: SamplingParams = GREEDY
+    sampling: SamplingParams | None = None  # None: the scheduler's shared sampler
 
     def __post_init__(self):
         if not self.prompt:
@@ -39,13 +39,13 @@ class Sequence:
 
     request: Request
     unprefilled: list[int]
-    sampler: RowSampler
+    sampler: RowSampler | None  # None: the scheduler's shared sampler
     num_emitted: int = 0
 
     @classmethod
     def start(cls, request: Request) -> Sequence:
         return cls(request=request, unprefilled=list(request.prompt[:-1]),
-                   sampler=RowSampler(request.sampling))
+                   sampler=RowSampler(request.sampling) if request.sampling else None)
 
     @property
     def name(self) -> str:

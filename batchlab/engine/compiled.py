@@ -35,6 +35,7 @@ from mlx_lm.models.cache import KVCache
 from batchlab.engine.config import MLX_LM_DEFAULTS, ScheduleConfig
 from batchlab.engine.kv import BatchKV
 from batchlab.engine.layers import single_caches
+from batchlab.engine.sampler import GREEDY, SamplingParams
 from batchlab.engine.scheduler import Scheduler
 
 
@@ -81,11 +82,12 @@ class CompiledScheduler(Scheduler):
 
     kv_class = CompiledKV
 
-    def __init__(self, model: nn.Module, config: ScheduleConfig = MLX_LM_DEFAULTS):
+    def __init__(self, model: nn.Module, config: ScheduleConfig = MLX_LM_DEFAULTS,
+                 sampling: SamplingParams = GREEDY):
         reason = unsupported_reason(model)
         if reason:
             raise ValueError(reason)
-        super().__init__(model, config)
+        super().__init__(model, config, sampling)
         self._traced_step = traced_decoder(model)
 
     def _decode_logprobs(self, inputs: mx.array, caches: list) -> mx.array:

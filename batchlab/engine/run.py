@@ -6,10 +6,11 @@ BatchGenerator: a step's events (inserts, removes) are applied just before the s
 
 from __future__ import annotations
 
+import mlx.core as mx
 from mlx import nn
 
 from batchlab.engine.batch import Request
-from batchlab.engine.config import MLX_LM_DEFAULTS, ScheduleConfig
+from batchlab.engine.config import ScheduleConfig
 from batchlab.engine.scheduler import Scheduler
 from batchlab.matrix.cell import Cell
 from batchlab.matrix.drive import drive_script
@@ -20,12 +21,15 @@ def run_script(
     cell: Cell,
     model: nn.Module,
     dtype: str,
-    config: ScheduleConfig = MLX_LM_DEFAULTS,
+    config: ScheduleConfig | None = None,
     keep_values: bool = True,
     scheduler_class: type[Scheduler] = Scheduler,
 ) -> Trajectory:
-    scheduler = scheduler_class(model, config)
+    """``config`` defaults to the cell's schedule; the cell's sampler is shared by every row,
+    drawing from MLX's global key seeded here, as the oracle seeds it."""
+    scheduler = scheduler_class(model, config or cell.schedule, sampling=cell.sampling)
     out = TrajectoryBuilder(dtype, keep_values)
+    mx.random.seed(cell.sampling.seed)
 
     def insert(rows):
         scheduler.insert([Request(name=r.name, prompt=r.prompt, max_tokens=r.max_tokens)

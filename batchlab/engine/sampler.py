@@ -1,17 +1,25 @@
-"""Per-row sampling: greedy exactly as the oracle computes it, and seeded samplers.
+"""Sampling: greedy exactly as the oracle computes it, mlx-lm's filter chain, two key rules.
 
 Greedy is ``argmax`` over the log-probabilities (not over the raw logits: in random bf16
 models the two differ in ~5% of steps, FACTS.md), first index on ties.
 
-A seeded row owns its PRNG key and splits it once per token, so the random bits a row
-draws depend only on its own seed and how many tokens it has drawn: not on B, not on
-its position in the batch. Where the backend's logits are B-invariant (CPU, non-sliding
-models) a seeded row therefore samples the same tokens at any B.
+At temperature > 0 the logprobs go through mlx-lm's ``make_sampler`` chain, op for op,
+because the gate compares sampled tokens bit for bit: top-p, then min-p, then top-k, each
+masking to -inf on the unscaled logprobs, then ``categorical(logprobs * (1 / temp))``.
+Where the draw's random bits come from is the one choice:
+
+- ``BatchSampler``: the batch's shared sampler (mlx-lm's ``BatchGenerator(sampler=...)``).
+  One categorical call over the (B, V) batch per forward, from MLX's global key, so a
+  row's draw depends on B and on its position: the oracle's rule, reproduced for the gate.
+- ``RowSampler``: a row that owns its PRNG key and splits it once per token, so its random
+  bits depend only on its seed and its token count, never on B or its neighbours (serving).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from functools import partial
 
 import mlx.core as mx
 
@@ -19,29 +27,86 @@ import mlx.core as mx
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SamplingParams:
     temperature: float = 0.0  # 0 = greedy
-    top_p: float = 1.0
-    top_k: int = 0
-    min_p: float = 0.0
-    seed: int = 0
+    top_p: float = 1.0  # 1 = off
+    top_k: int = 0  # 0 = off
+    min_p: float = 0.0  # 0 = off
+    seed: int = 0  # RowSampler: the row's key; BatchSampler runs: MLX's global seed
 
     @property
     def greedy(self) -> bool:
         return self.temperature == 0.0
 
     def __post_init__(self):
-        if self.temperature < 0 or not 0 < self.top_p <= 1 or self.top_k < 0:
+        if (not math.isfinite(self.temperature) or self.temperature < 0
+                or not 0 < self.top_p <= 1 or self.top_k < 0):
             raise ValueError(
-                f"bad sampling params {self}: need temperature >= 0, 0 < top_p <= 1, top_k >= 0"
+                f"bad sampling params {self}: need a finite temperature >= 0, "
+                "0 < top_p <= 1, top_k >= 0"
             )
         if not 0 <= self.min_p < 1:
             raise ValueError(f"bad sampling params {self}: need 0 <= min_p < 1")
+        if not 0 <= self.seed < 2**64:
+            raise ValueError(f"bad sampling params {self}: need 0 <= seed < 2**64")
 
 
 GREEDY = SamplingParams()
 
 
+def _top_p(logprobs: mx.array, top_p: float) -> mx.array:
+    """Drop the tokens whose mass above them (exclusive) is at least ``top_p`` of the whole:
+    the most likely token always stays, and so does every token tied with the threshold."""
+    ascending = mx.sort(logprobs, axis=-1)
+    probs = mx.exp(ascending.astype(mx.float32))
+    above = mx.cumsum(probs, axis=-1, reverse=True, inclusive=False)
+    total = above[..., :1] + probs[..., :1]
+    num_dropped = (above >= top_p * total).sum(axis=-1, keepdims=True)
+    threshold = mx.take_along_axis(ascending, num_dropped, axis=-1)
+    return mx.where(logprobs < threshold, -float("inf"), logprobs)
+
+
+# Compiled as mlx-lm compiles its own min-p: a fused kernel may round the threshold
+# differently from the eager ops, and the gate compares the kept sets bit for bit.
+@partial(mx.compile, inputs=mx.random.state, outputs=mx.random.state)
+def _min_p(logprobs: mx.array, min_p: float) -> mx.array:
+    """Keep tokens with probability >= min_p x the top one's (logprob >= top + log min_p)."""
+    floor = mx.max(logprobs, axis=-1, keepdims=True) + math.log(min_p)
+    return mx.where(logprobs < floor, -float("inf"), logprobs)
+
+
+def _top_k(logprobs: mx.array, top_k: int) -> mx.array:
+    """Keep the ``top_k`` largest (argpartition's choice among ties at the k-th value)."""
+    dropped = mx.argpartition(-logprobs, kth=top_k - 1, axis=-1)[..., top_k:]
+    return mx.put_along_axis(logprobs, dropped, mx.array(-float("inf"), logprobs.dtype),
+                             axis=-1)
+
+
+def filtered_logits(logprobs: mx.array, p: SamplingParams) -> mx.array:
+    """What the categorical draw sees: the filters on the logprobs, then the temperature."""
+    x = logprobs
+    if 0 < p.top_p < 1:
+        x = _top_p(x, p.top_p)
+    if p.min_p != 0.0:
+        x = _min_p(x, p.min_p)
+    if 0 < p.top_k < x.shape[-1]:
+        x = _top_k(x, p.top_k)
+    return x * (1.0 / p.temperature)
+
+
+class BatchSampler:
+    """The batch's shared sampler: one draw over all its rows, from MLX's global key."""
+
+    def __init__(self, params: SamplingParams = GREEDY):
+        self.params = params
+
+    def __call__(self, logprobs: mx.array) -> mx.array:
+        """``logprobs``: shape (B, V). Returns shape (B,) uint32."""
+        if self.params.greedy:
+            return mx.argmax(logprobs, axis=-1)
+        return mx.random.categorical(filtered_logits(logprobs, self.params))
+
+
 class RowSampler:
-    """One row's sampler. ``key`` advances by one split per sampled token."""
+    """One row's own sampler. ``key`` advances by one split per sampled token."""
 
     def __init__(self, params: SamplingParams):
         self.params = params
@@ -55,31 +120,11 @@ class RowSampler:
         return mx.random.categorical(filtered_logits(logprobs, self.params), key=draw)
 
 
-def filtered_logits(logprobs: mx.array, p: SamplingParams) -> mx.array:
-    """Temperature, then top-k, top-p and min-p as masks to -inf on (1, V) logprobs."""
-    logits = logprobs / p.temperature
-    neg_inf = mx.array(-float("inf"), logits.dtype)
-    if p.top_k > 0 and p.top_k < logits.shape[-1]:
-        kth = mx.sort(logits, axis=-1)[..., -p.top_k][..., None]
-        logits = mx.where(logits < kth, neg_inf, logits)
-    if p.min_p > 0.0:
-        # keep tokens with prob >= min_p * max prob, i.e. logit >= max + log(min_p)
-        floor = mx.max(logits, axis=-1, keepdims=True) + mx.log(mx.array(p.min_p))
-        logits = mx.where(logits < floor, neg_inf, logits)
-    if p.top_p < 1.0:
-        probs = mx.softmax(logits, axis=-1)
-        order = mx.argsort(-probs, axis=-1)
-        sorted_probs = mx.take_along_axis(probs, order, axis=-1)
-        # a token stays if the mass strictly before it is below top_p (the top one always)
-        before = mx.cumsum(sorted_probs, axis=-1) - sorted_probs
-        keep_sorted = before < p.top_p
-        keep = mx.put_along_axis(mx.zeros_like(keep_sorted), order, keep_sorted, axis=-1)
-        logits = mx.where(keep, logits, neg_inf)
-    return logits
-
-
-def sample_rows(logprobs: mx.array, samplers: list[RowSampler]) -> mx.array:
-    """One token per row of (B, V) logprobs. All-greedy batches take one argmax."""
+def sample_rows(logprobs: mx.array, samplers: list) -> mx.array:
+    """One token per row of (B, V) logprobs, as BatchGenerator samples: one call when every
+    row has the same sampler (all-greedy batches take one argmax), else one call per row."""
     if all(s.params.greedy for s in samplers):
         return mx.argmax(logprobs, axis=-1)
+    if all(s is samplers[0] for s in samplers):
+        return samplers[0](logprobs)
     return mx.concatenate([s(logprobs[i : i + 1]) for i, s in enumerate(samplers)], axis=0)

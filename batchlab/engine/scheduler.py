@@ -40,7 +40,7 @@ from batchlab.engine import layers
 from batchlab.engine.batch import DecodeBatch, PromptBatch, Request, Sequence
 from batchlab.engine.config import MLX_LM_DEFAULTS, ScheduleConfig
 from batchlab.engine.kv import BatchKV
-from batchlab.engine.sampler import sample_rows
+from batchlab.engine.sampler import GREEDY, BatchSampler, SamplingParams, sample_rows
 
 
 @dataclass(slots=True, kw_only=True)  # not frozen: a frozen init costs ~3x, B times a step
@@ -64,9 +64,12 @@ class Scheduler:
 
     kv_class: type = BatchKV
 
-    def __init__(self, model: nn.Module, config: ScheduleConfig = MLX_LM_DEFAULTS):
+    def __init__(self, model: nn.Module, config: ScheduleConfig = MLX_LM_DEFAULTS,
+                 sampling: SamplingParams = GREEDY):
         self.model = model
         self.config = config
+        # rows without their own sampler share this one, as BatchGenerator(sampler=...)
+        self.shared_sampler = BatchSampler(sampling)
         self.max_decoding = max(config.completion_batch_size, config.prefill_batch_size)
         self.queue: list[Sequence] = []
         self.prompt = PromptBatch()
@@ -116,7 +119,8 @@ class Scheduler:
         return self._forward_logprobs(inputs, caches)
 
     def _sample(self, batch: DecodeBatch, logprobs: mx.array) -> None:
-        batch.inputs = sample_rows(logprobs, [s.sampler for s in batch.seqs])
+        shared = self.shared_sampler
+        batch.inputs = sample_rows(logprobs, [s.sampler or shared for s in batch.seqs])
         batch.input_logprobs = logprobs
         mx.async_eval(batch.inputs, logprobs)
 

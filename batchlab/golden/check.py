@@ -7,7 +7,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from batchlab.backend import backend_key, versions
-from batchlab.engine.config import MLX_LM_DEFAULTS
 from batchlab.golden.store import GoldenError, Stamp, golden_path, read_golden
 from batchlab.matrix.cell import Cell
 
@@ -40,7 +39,7 @@ def expected_stamp(cell: Cell, fingerprint: str) -> Stamp:
         backend=backend_key(),
         versions=versions(),
         fingerprint=fingerprint,
-        schedule=MLX_LM_DEFAULTS.as_dict(),
+        schedule=cell.schedule.as_dict(),
     )
 
 

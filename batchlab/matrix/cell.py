@@ -13,6 +13,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Literal
 
+from batchlab.engine.config import MLX_LM_DEFAULTS, ScheduleConfig
+from batchlab.engine.sampler import GREEDY, SamplingParams
+
 Action = Literal["insert", "remove"]
 
 
@@ -37,9 +40,15 @@ class Event:
         return f"{self.action} {','.join(self.rows)} at {self.step}"
 
 
+# The values a cell id leaves out; any other value is named in the id (``Cell.extras``).
+DEFAULT_STEPS = 12
+DEFAULT_SEED = 0
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Cell:
-    """One point of a matrix. ``batch`` is the most rows alive at once."""
+    """One point of a matrix. ``batch`` is the most rows alive at once (rows waiting in
+    the queue count: they were inserted and not removed)."""
 
     model: str
     path: str
@@ -49,13 +58,42 @@ class Cell:
     context: str
     rows: tuple[Row, ...]
     events: tuple[Event, ...]
+    steps: int = DEFAULT_STEPS  # the tokens each row may generate
+    seed: int = DEFAULT_SEED  # prompt ids are drawn from (seed, row name, length)
+    schedule: ScheduleConfig = MLX_LM_DEFAULTS
+    sampling: SamplingParams = GREEDY  # the batch's shared sampler; seed = MLX's global seed
 
     @property
     def id(self) -> str:
-        return "/".join(
-            (self.path, model_label(self.model), f"B{self.batch}", self.padding, self.script,
-             f"ctx-{self.context}")
-        )
+        parts = [self.path, model_label(self.model), f"B{self.batch}", self.padding,
+                 self.script, f"ctx-{self.context}"]
+        extras = self.extras
+        return "/".join(parts + ([extras] if extras else []))
+
+    @property
+    def extras(self) -> str:
+        """Everything else that changes the bits, named when it is not the default:
+        ``steps40_seed1_pb2_cb4_ps16_t0.7_k5_p0.9_m0.05_r3`` (pb / cb / ps: prefill batch,
+        completion batch, prefill step; t k p m r: temperature, top-k, top-p, min-p, seed)."""
+        out = []
+        if self.steps != DEFAULT_STEPS:
+            out.append(f"steps{self.steps}")
+        if self.seed != DEFAULT_SEED:
+            out.append(f"seed{self.seed}")
+        s, d = self.schedule, MLX_LM_DEFAULTS
+        for tag, have, want in (("pb", s.prefill_batch_size, d.prefill_batch_size),
+                                ("cb", s.completion_batch_size, d.completion_batch_size),
+                                ("ps", s.prefill_step_size, d.prefill_step_size)):
+            if have != want:
+                out.append(f"{tag}{have}")
+        p = self.sampling
+        if not p.greedy:
+            out.append(f"t{p.temperature:g}")
+            for tag, have, off in (("k", p.top_k, 0), ("p", p.top_p, 1.0),
+                                   ("m", p.min_p, 0.0), ("r", p.seed, 0)):
+                if have != off:
+                    out.append(f"{tag}{have:g}")
+        return "_".join(out)
 
     @property
     def scenario_id(self) -> str:
@@ -74,12 +112,19 @@ class Cell:
         raise KeyError(f"cell {self.id} has no row {name!r}")
 
     def definition(self) -> dict:
-        """What the bits depend on apart from the path; the golden stores it."""
-        return {
+        """What the bits depend on apart from the path; the golden stores its digest. The
+        schedule and the sampler appear only when they are not the defaults, so the
+        definitions (and goldens) of cells that use neither stay what they were."""
+        out = {
             "model": self.model,
             "rows": [asdict(r) | {"prompt": list(r.prompt)} for r in self.rows],
             "events": [str(e) for e in self.events],
         }
+        if self.schedule != MLX_LM_DEFAULTS:
+            out["schedule"] = self.schedule.as_dict()
+        if self.sampling != GREEDY:
+            out["sampling"] = asdict(self.sampling)
+        return out
 
     def definition_digest(self) -> str:
         text = json.dumps(self.definition(), sort_keys=True, separators=(",", ":"))
@@ -95,7 +140,7 @@ def validate_events(rows: tuple[Row, ...], events: tuple[Event, ...], where: str
     """Every row is inserted once, before it is removed, and removed while alive."""
     names = {r.name for r in rows}
     inserted: dict[str, int] = {}
-    for event in sorted(events, key=lambda e: e.step):
+    for event in sorted(events, key=lambda e: (e.step, e.action != "insert")):
         for name in event.rows:
             if name not in names:
                 raise ValueError(f"{where}: event '{event}' names unknown row {name!r}")
@@ -103,8 +148,11 @@ def validate_events(rows: tuple[Row, ...], events: tuple[Event, ...], where: str
                 if name in inserted:
                     raise ValueError(f"{where}: row {name!r} is inserted twice")
                 inserted[name] = event.step
-            elif name not in inserted or event.step <= inserted[name]:
+            elif name not in inserted or event.step < inserted[name]:
                 raise ValueError(f"{where}: row {name!r} is removed before it is inserted")
+            elif event.step == inserted[name]:
+                raise ValueError(f"{where}: row {name!r} is removed at step {event.step}, the "
+                                 "step it is inserted; remove it at a later step")
     missing = names - set(inserted)
     if missing:
         raise ValueError(f"{where}: rows {sorted(missing)} are never inserted")

@@ -13,8 +13,18 @@ Scripts (B is the most rows alive at once):
                 (B=3: {A,B} -> C joins at 3 -> A leaves at 8 -> {B,C})
     staggered   row i arrives at step i (one arrival every step, so a joiner meets the
                 previous joiner still in the prompt batch)
+    trickle     two rows arrive every step (with a small prefill or completion batch, the
+                queue fills faster than it drains)
+    evict-many  all at 0; at step 8 the first, the last and one or two middle rows leave
+                in one remove (B >= 4), the others stay
+    evict-early all at 0; at step 1 the second and the last rows leave: still in the prompt
+                batch (prefilled, not yet joined; or mid chunked prefill) or in the queue
+                (when B exceeds the prefill batch)
+    late-join   all but the last at 0; the last joins at step 10, into rings that have
+                wrapped (the zoo's window is 8)
 
-Scripts other than ``static`` need at least two rows; a sweep skips them at B=1.
+Scripts other than ``static`` need at least two rows (``evict-many`` four); a sweep skips
+them at B=1.
 """
 
 from __future__ import annotations
@@ -28,7 +38,10 @@ from batchlab.matrix.cell import Event, Row
 
 JOIN_STEP = 3
 EVICT_STEP = 8
-SCRIPTS = ("static", "join", "evict", "join-evict", "staggered")
+EARLY_EVICT_STEP = 1
+LATE_JOIN_STEP = 10
+SCRIPTS = ("static", "join", "evict", "join-evict", "staggered", "trickle", "evict-many",
+           "evict-early", "late-join")
 PADDINGS = ("equal", "ragged")
 
 # Prompt length of each named context. "wrap" is >= 3x the zoo's sliding window (8), so
@@ -38,10 +51,16 @@ DEFAULT_CONTEXTS = {"short": 5, "wrap": 26}
 PROMPT_VOCAB = 256
 
 
+MAX_ROWS = 26 * 27
+
+
 def row_names(n: int) -> list[str]:
-    if n > len(string.ascii_uppercase):
-        raise ValueError(f"at most {len(string.ascii_uppercase)} rows per cell, asked for {n}")
-    return list(string.ascii_uppercase[:n])
+    """A..Z, then AA, AB, ... (a spreadsheet's columns), so rows keep their names at any B."""
+    if n > MAX_ROWS:
+        raise ValueError(f"at most {MAX_ROWS} rows per cell, asked for {n}")
+    letters = string.ascii_uppercase
+    names = list(letters) + [a + b for a in letters for b in letters]
+    return names[:n]
 
 
 def seeded_prompt(name: str, length: int, seed: int) -> tuple[int, ...]:
@@ -89,6 +108,29 @@ def script_events(script: str, names: list[str]) -> tuple[Event, ...]:
     if script == "staggered":
         return tuple(
             Event(step=i, action="insert", rows=(name,)) for i, name in enumerate(names)
+        )
+    if script == "trickle":
+        return tuple(Event(step=i // 2, action="insert", rows=tuple(names[i : i + 2]))
+                     for i in range(0, len(names), 2))
+    if script == "evict-many":
+        if len(names) < 4:
+            raise ValueError("script 'evict-many' needs at least four rows")
+        n = len(names)
+        leaving = sorted({0, n // 2, n - 1} | ({n // 2 - 1} if n >= 6 else set()))
+        return (
+            Event(step=0, action="insert", rows=tuple(names)),
+            Event(step=EVICT_STEP, action="remove", rows=tuple(names[i] for i in leaving)),
+        )
+    if script == "evict-early":
+        leaving = (names[1],) if len(names) == 2 else (names[1], last)
+        return (
+            Event(step=0, action="insert", rows=tuple(names)),
+            Event(step=EARLY_EVICT_STEP, action="remove", rows=leaving),
+        )
+    if script == "late-join":
+        return (
+            Event(step=0, action="insert", rows=tuple(names[:-1])),
+            Event(step=LATE_JOIN_STEP, action="insert", rows=(last,)),
         )
     raise ValueError(f"unknown script {script!r}; use one of {SCRIPTS}")
 

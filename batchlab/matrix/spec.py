@@ -1,9 +1,11 @@
-"""Read a TOML matrix and expand it to cells.
+"""Read a TOML matrix, validate it whole, and expand it to cells.
 
     [defaults]              # optional; these are the defaults
     path = "l1"
     steps = 12              # tokens each row generates
     seed = 0                # prompt ids are drawn from (seed, row name, length)
+    schedule = { prefill_batch_size = 8, completion_batch_size = 32, prefill_step_size = 2048 }
+    sampling = { temperature = 0.0 }     # greedy; else top_k, top_p, min_p, seed
 
     [contexts]              # optional; prompt length of each named context
     short = 5
@@ -16,16 +18,22 @@
     scripts = ["static", "join-evict"]
     contexts = ["short", "wrap"]
     paths = ["l1"]                   # optional, else defaults.path
+    window = [4]                     # optional: zoo models with this sliding window instead
+                                     # (a variant, e.g. gemma3@w4, with the same weights)
+    schedule = [{ prefill_batch_size = 2 }, { prefill_step_size = 8 }]  # optional axis
+    sampling = [{ temperature = 0.7, top_k = 5, seed = 3 }]               # optional axis
 
     [[cell]]                # one explicit scenario
-    model = "llama"
+    model = "llama"                  # or models = [...]: the same scenario on each
     script = "abc"                   # its name in the cell id
     prompts = { A = [1, 2, 3], B = "hello", C = { length = 9, seed = 3 } }
     events = ["insert A,B at 0", "insert C at 3", "remove A at 8"]
-    steps = 12                       # optional
+    steps = 12                       # optional, as are path, context, schedule, sampling
 
-Expansion is deterministic and duplicates (same id) are an error, so an id names
-exactly one scenario.
+Everything is checked before anything runs, and every error names the file, the
+``[[sweep]]`` or ``[[cell]]`` (1-based) and what to change. Expansion is deterministic;
+an id names exactly one scenario (settings off their defaults are part of the id), and
+cells that share a scenario (one golden) must define it identically.
 """
 
 from __future__ import annotations
@@ -34,21 +42,30 @@ import itertools
 import sys
 from pathlib import Path
 
-from batchlab.matrix.cell import Cell, Row, parse_event, validate_events
+from batchlab.engine.config import MLX_LM_DEFAULTS, ScheduleConfig
+from batchlab.engine.sampler import GREEDY, SamplingParams
+from batchlab.matrix.cell import DEFAULT_SEED, DEFAULT_STEPS, Cell, Row, parse_event, validate_events
 from batchlab.matrix.scenarios import (
     DEFAULT_CONTEXTS,
     scenario_rows,
     script_events,
     seeded_prompt,
 )
+from batchlab.matrix.validate import check_name, check_prompt_ids
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover
     import tomli as tomllib
 
-SWEEP_KEYS = {"models", "batch", "padding", "scripts", "contexts", "paths", "steps", "seed"}
-CELL_KEYS = {"model", "script", "prompts", "events", "steps", "path", "context"}
+TOP_KEYS = {"defaults", "contexts", "sweep", "cell", "description"}
+DEFAULT_KEYS = {"path", "steps", "seed", "schedule", "sampling"}
+SWEEP_KEYS = {"models", "batch", "padding", "scripts", "contexts", "paths", "steps", "seed",
+              "schedule", "sampling", "window"}
+CELL_KEYS = {"model", "models", "script", "prompts", "events", "steps", "path", "context",
+             "schedule", "sampling", "window"}
+SCHEDULE_KEYS = set(MLX_LM_DEFAULTS.as_dict())
+SAMPLING_KEYS = {"temperature", "top_k", "top_p", "min_p", "seed"}
 
 
 def load_matrix(path: str | Path) -> list[Cell]:
@@ -63,94 +80,249 @@ def load_matrix(path: str | Path) -> list[Cell]:
 
 
 def expand(data: dict, where: str = "matrix") -> list[Cell]:
-    unknown = set(data) - {"defaults", "contexts", "sweep", "cell", "description"}
+    unknown = set(data) - TOP_KEYS
     if unknown:
-        raise ValueError(f"{where}: unknown top-level keys {sorted(unknown)}")
-    defaults = {"path": "l1", "steps": 12, "seed": 0} | data.get("defaults", {})
-    contexts = DEFAULT_CONTEXTS | data.get("contexts", {})
+        raise ValueError(f"{where}: unknown top-level keys {sorted(unknown)}; "
+                         f"allowed {sorted(TOP_KEYS)}")
+    given = _table(data.get("defaults", {}), f"{where} [defaults]")
+    _no_unknown(given, DEFAULT_KEYS, f"{where} [defaults]")
+    defaults = {"path": "l1", "steps": DEFAULT_STEPS, "seed": DEFAULT_SEED} | given
+    contexts = DEFAULT_CONTEXTS | _contexts(data.get("contexts", {}), f"{where} [contexts]")
     cells: list[Cell] = []
-    for i, sweep in enumerate(data.get("sweep", [])):
+    for i, sweep in enumerate(_tables(data.get("sweep", []), f"{where} [[sweep]]")):
         cells += _expand_sweep(sweep, defaults, contexts, f"{where} [[sweep]] #{i + 1}")
-    for i, explicit in enumerate(data.get("cell", [])):
-        cells.append(_explicit_cell(explicit, defaults, f"{where} [[cell]] #{i + 1}"))
+    for i, explicit in enumerate(_tables(data.get("cell", []), f"{where} [[cell]]")):
+        cells += _explicit_cells(explicit, defaults, f"{where} [[cell]] #{i + 1}")
+    _check_unique(cells, where)
+    return cells
+
+
+def _check_unique(cells: list[Cell], where: str) -> None:
+    """One id, one cell; one scenario id, one definition (they share one golden file)."""
     seen: set[str] = set()
+    scenarios: dict[str, Cell] = {}
     for cell in cells:
         if cell.id in seen:
             raise ValueError(f"{where}: cell {cell.id} appears twice; ids must be unique")
         seen.add(cell.id)
-    return cells
+        first = scenarios.setdefault(cell.scenario_id, cell)
+        if first.definition_digest() != cell.definition_digest():
+            raise ValueError(
+                f"{where}: cells {first.id} and {cell.id} share the scenario (and golden) "
+                f"{cell.scenario_id} but define it differently (prompts, events or steps); "
+                "give one of them another script, context or steps")
 
 
-def _listed(sweep: dict, key: str, where: str) -> list:
-    if key not in sweep:
-        raise ValueError(f"{where}: missing key {key!r}")
-    value = sweep[key]
-    return value if isinstance(value, list) else [value]
+def _table(value, where: str) -> dict:
+    if not isinstance(value, dict):
+        raise ValueError(f"{where} must be a table, got {type(value).__name__}")
+    return value
+
+
+def _tables(value, where: str) -> list[dict]:
+    if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
+        raise ValueError(f"{where} must be an array of tables (write [[...]] headers)")
+    return value
+
+
+def _no_unknown(table: dict, allowed: set[str], where: str) -> None:
+    unknown = set(table) - allowed
+    if unknown:
+        raise ValueError(f"{where}: unknown keys {sorted(unknown)}; allowed {sorted(allowed)}")
+
+
+def _contexts(table, where: str) -> dict:
+    for name, length in _table(table, where).items():
+        check_name(name, "context name", where)
+        _positive_int(length, f"context {name!r}", where)
+    return table
+
+
+def _positive_int(value, what: str, where: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{where}: {what} must be an integer >= 1, got {value!r}")
+    return value
+
+
+def _int(value, what: str, where: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"{where}: {what} must be an integer >= 0, got {value!r}")
+    return value
+
+
+def _listed(table: dict, key: str, where: str, default=None) -> list:
+    if key not in table:
+        if default is None:
+            raise ValueError(f"{where}: missing key {key!r}")
+        return default
+    value = table[key]
+    items = value if isinstance(value, list) else [value]
+    if not items:
+        raise ValueError(f"{where}: {key!r} is an empty list; give at least one value")
+    return items
+
+
+def schedule_of(value, where: str) -> ScheduleConfig:
+    """A ``schedule`` table: any of BatchGenerator's three knobs, the rest its defaults."""
+    table = _table(value, f"{where} schedule")
+    _no_unknown(table, SCHEDULE_KEYS, f"{where} schedule")
+    for key, v in table.items():
+        _positive_int(v, f"schedule {key}", where)
+    return ScheduleConfig(**(MLX_LM_DEFAULTS.as_dict() | table))
+
+
+def sampling_of(value, where: str) -> SamplingParams:
+    """A ``sampling`` table: mlx-lm's make_sampler settings plus MLX's global seed."""
+    table = _table(value, f"{where} sampling")
+    _no_unknown(table, SAMPLING_KEYS, f"{where} sampling")
+    for key in ("temperature", "top_p", "min_p"):
+        if key in table and (isinstance(table[key], bool)
+                             or not isinstance(table[key], (int, float))):
+            raise ValueError(f"{where}: sampling {key} must be a number, got {table[key]!r}")
+    for key in ("top_k", "seed"):
+        if key in table:
+            _int(table[key], f"sampling {key}", where)
+    try:
+        return SamplingParams(**{k: (float(v) if k in ("temperature", "top_p", "min_p") else v)
+                                 for k, v in table.items()})
+    except ValueError as err:
+        raise ValueError(f"{where}: {err}") from None
+
+
+def _settings(table: dict, defaults: dict, where: str):
+    """Steps, seed, and the lists of schedules and samplers of a sweep or cell."""
+    steps = _positive_int(table.get("steps", defaults["steps"]), "steps", where)
+    seed = _int(table.get("seed", defaults["seed"]), "seed", where)
+    schedules = [schedule_of(s, where) for s in
+                 _listed(table, "schedule", where, [defaults.get("schedule", {})])]
+    samplers = [sampling_of(s, where) for s in
+                _listed(table, "sampling", where, [defaults.get("sampling", {})])]
+    return steps, seed, schedules, samplers
 
 
 def _expand_sweep(sweep: dict, defaults: dict, contexts: dict, where: str) -> list[Cell]:
-    unknown = set(sweep) - SWEEP_KEYS
-    if unknown:
-        raise ValueError(f"{where}: unknown keys {sorted(unknown)}; allowed {sorted(SWEEP_KEYS)}")
-    steps = int(sweep.get("steps", defaults["steps"]))
-    seed = int(sweep.get("seed", defaults["seed"]))
-    paths = sweep.get("paths", [defaults["path"]])
+    _no_unknown(sweep, SWEEP_KEYS, where)
+    steps, seed, schedules, samplers = _settings(sweep, defaults, where)
+    paths = _listed(sweep, "paths", where, [defaults["path"]])
     axes = [_listed(sweep, k, where) for k in ("models", "batch", "padding", "scripts", "contexts")]
-    cells = []
-    for path, (model, batch, padding, script, context) in itertools.product(
-        paths, itertools.product(*axes)
-    ):
+    for path in paths:
+        check_name(path, "path", where)
+    axes[0] = _windowed(axes[0], sweep, where)
+    for model in axes[0]:
+        check_name(str(model), "model", where, model=True)
+    for batch in axes[1]:
+        _positive_int(batch, "batch size", where)
+    for context in axes[4]:
         if context not in contexts:
-            raise ValueError(f"{where}: unknown context {context!r}; known {sorted(contexts)}")
-        if not isinstance(batch, int) or batch < 1:
-            raise ValueError(f"{where}: batch sizes must be positive integers, got {batch!r}")
+            raise ValueError(f"{where}: unknown context {context!r}; known {sorted(contexts)} "
+                             "(add it under [contexts])")
+    cells = []
+    for path, (model, batch, padding, script, context), schedule, sampling in itertools.product(
+        paths, itertools.product(*axes), schedules, samplers
+    ):
         if batch == 1 and script != "static":
             continue  # joins and evictions need two rows
-        rows = scenario_rows(padding, int(contexts[context]), batch, steps, seed)
-        events = script_events(script, [r.name for r in rows])
-        cells.append(
-            Cell(model=str(model), path=path, batch=batch, padding=padding, script=script,
-                 context=context, rows=rows, events=events)
-        )
+        try:
+            rows = scenario_rows(padding, int(contexts[context]), batch, steps, seed)
+            events = script_events(script, [r.name for r in rows])
+        except ValueError as err:
+            raise ValueError(f"{where}: {err}") from None
+        cell = Cell(model=str(model), path=path, batch=batch, padding=padding, script=script,
+                    context=context, rows=rows, events=events, steps=steps, seed=seed,
+                    schedule=schedule, sampling=sampling)
+        check_prompt_ids(cell, where)
+        cells.append(cell)
     return cells
 
 
-def _explicit_cell(spec: dict, defaults: dict, where: str) -> Cell:
-    unknown = set(spec) - CELL_KEYS
-    if unknown:
-        raise ValueError(f"{where}: unknown keys {sorted(unknown)}; allowed {sorted(CELL_KEYS)}")
-    for key in ("model", "script", "prompts", "events"):
+def _explicit_cells(spec: dict, defaults: dict, where: str) -> list[Cell]:
+    _no_unknown(spec, CELL_KEYS, where)
+    if ("model" in spec) == ("models" in spec):
+        raise ValueError(f"{where}: give either 'model' or 'models'")
+    for key in ("script", "prompts", "events"):
         if key not in spec:
             raise ValueError(f"{where}: missing key {key!r}")
-    steps = int(spec.get("steps", defaults["steps"]))
-    rows = tuple(
-        Row(name=name, prompt=_prompt(spec["model"], name, value, where), max_tokens=steps)
-        for name, value in spec["prompts"].items()
-    )
-    events = tuple(parse_event(text, where) for text in spec["events"])
-    validate_events(rows, events, where)
-    return Cell(
-        model=spec["model"], path=spec.get("path", defaults["path"]),
-        batch=_max_alive(events), padding="explicit", script=spec["script"],
-        context=spec.get("context", "explicit"), rows=rows, events=events,
-    )
+    check_name(spec["script"], "script", where)
+    check_name(spec.get("context", "explicit"), "context", where)
+    path = spec.get("path", defaults["path"])
+    check_name(path, "path", where)
+    steps, seed, schedules, samplers = _settings(spec, defaults, where)
+    if len(schedules) > 1 or len(samplers) > 1:
+        raise ValueError(f"{where}: a [[cell]] takes one schedule and one sampling table; "
+                         "use a [[sweep]] for several")
+    prompts = _table(spec["prompts"], f"{where} prompts")
+    if not prompts:
+        raise ValueError(f"{where}: 'prompts' is empty; give each row a prompt")
+    events_text = spec["events"]
+    if not isinstance(events_text, list) or not events_text:
+        raise ValueError(f"{where}: 'events' must be a non-empty list such as "
+                         "[\"insert A,B at 0\", \"remove A at 8\"]")
+    events = tuple(parse_event(str(text), where) for text in events_text)
+    cells = []
+    for model in _windowed(_listed(spec, "models", where, [spec.get("model")]), spec, where):
+        check_name(str(model), "model", where, model=True)
+        rows = tuple(
+            Row(name=check_name(name, "row name", where),
+                prompt=_prompt(str(model), name, value, where), max_tokens=steps)
+            for name, value in prompts.items()
+        )
+        validate_events(rows, events, where)
+        cell = Cell(model=str(model), path=path, batch=max_alive(events), padding="explicit",
+                    script=spec["script"], context=spec.get("context", "explicit"),
+                    rows=rows, events=events, steps=steps, seed=seed,
+                    schedule=schedules[0], sampling=samplers[0])
+        check_prompt_ids(cell, where)
+        cells.append(cell)
+    return cells
+
+
+def _windowed(models: list, table: dict, where: str) -> list:
+    """``models`` as zoo variants with each ``window`` of the table (if it has one)."""
+    if "window" not in table:
+        return models
+    from batchlab.zoo.variants import variant_name, variant_spec
+
+    out = []
+    for window in _listed(table, "window", where):
+        _positive_int(window, "window", where)
+        for model in models:
+            name = variant_name(str(model), window)
+            try:
+                variant_spec(name)
+            except ValueError as err:
+                raise ValueError(f"{where}: {err}") from None
+            out.append(name)
+    return out
 
 
 def _prompt(model: str, name: str, value, where: str) -> tuple[int, ...]:
+    what = f"prompt {name!r}"
     if isinstance(value, list):
-        return tuple(int(t) for t in value)
-    if isinstance(value, dict):
-        return seeded_prompt(name, int(value["length"]), int(value.get("seed", 0)))
-    if isinstance(value, str):
+        if not all(isinstance(t, int) and not isinstance(t, bool) for t in value):
+            raise ValueError(f"{where}: {what} must be a list of integer token ids")
+        ids = tuple(value)
+    elif isinstance(value, dict):
+        _no_unknown(value, {"length", "seed"}, f"{where} {what}")
+        if "length" not in value:
+            raise ValueError(f"{where}: {what} needs a length, e.g. {{ length = 9, seed = 3 }}")
+        ids = seeded_prompt(name, _positive_int(value["length"], f"{what} length", where),
+                            _int(value.get("seed", 0), f"{what} seed", where))
+    elif isinstance(value, str):
         from batchlab.zoo.text import encode_text
 
-        return tuple(encode_text(model, value))
-    raise ValueError(f"{where}: prompt {name!r} must be ids, text or {{length, seed}}")
+        ids = tuple(encode_text(model, value))
+    else:
+        raise ValueError(f"{where}: {what} must be ids, text or {{length, seed}}")
+    if not ids:
+        raise ValueError(f"{where}: {what} is empty; a row needs at least one token")
+    return ids
 
 
-def _max_alive(events) -> int:
+def max_alive(events) -> int:
+    """The most rows inserted and not yet removed at any step (removals count first)."""
     alive = best = 0
     for event in sorted(events, key=lambda e: (e.step, e.action == "insert")):
         alive += len(event.rows) if event.action == "insert" else -len(event.rows)
         best = max(best, alive)
     return best
+

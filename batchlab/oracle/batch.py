@@ -9,10 +9,12 @@ script removes them, so random-weight models that emit EOS early still run the s
 
 from __future__ import annotations
 
+import mlx.core as mx
 from mlx import nn
 from mlx_lm.generate import BatchGenerator
+from mlx_lm.sample_utils import make_sampler
 
-from batchlab.engine.config import MLX_LM_DEFAULTS, ScheduleConfig
+from batchlab.engine.config import ScheduleConfig
 from batchlab.matrix.cell import Cell
 from batchlab.matrix.drive import drive_script
 from batchlab.trajectory import Trajectory, TrajectoryBuilder
@@ -24,16 +26,23 @@ def run_batch_oracle(
     cell: Cell,
     model: nn.Module,
     dtype: str,
-    config: ScheduleConfig = MLX_LM_DEFAULTS,
+    config: ScheduleConfig | None = None,
     keep_values: bool = False,
 ) -> Trajectory:
+    """``config`` defaults to the cell's schedule. The cell's sampler is mlx-lm's own
+    ``make_sampler``, shared by the batch; MLX's global key is seeded just before the run."""
+    config = config or cell.schedule
+    p = cell.sampling
     generator = BatchGenerator(
         model,
         max_tokens=max(r.max_tokens for r in cell.rows),
+        sampler=None if p.greedy else make_sampler(p.temperature, top_p=p.top_p,
+                                                   min_p=p.min_p, top_k=p.top_k),
         prefill_batch_size=config.prefill_batch_size,
         completion_batch_size=config.completion_batch_size,
         prefill_step_size=config.prefill_step_size,
     )
+    mx.random.seed(p.seed)
     try:
         return _drive(cell, generator, TrajectoryBuilder(dtype, keep_values))
     finally:

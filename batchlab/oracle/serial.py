@@ -18,6 +18,7 @@ from mlx_lm.generate import generate_step
 from mlx_lm.models.cache import RotatingKVCache, make_prompt_cache
 from mlx_lm.sample_utils import greedy_sampler
 
+from batchlab.engine.config import MLX_LM_DEFAULTS
 from batchlab.matrix.cell import Cell
 from batchlab.trajectory import Trajectory, make_step
 
@@ -36,8 +37,10 @@ class OracleBug:
                 "detail": self.detail}
 
 
-def serial_check_reason(model: nn.Module, backend: str) -> str | None:
+def serial_check_reason(model: nn.Module, backend: str, greedy: bool = True) -> str | None:
     """None if the serial check applies here, else why it does not."""
+    if not greedy:
+        return "skipped: temperature > 0 (the batch's one draw over B rows depends on B)"
     if not backend.startswith("cpu"):
         return f"skipped: on {backend} batching changes reduction order, B=N != B=1 is expected"
     caches = make_prompt_cache(model)
@@ -51,10 +54,15 @@ def _flat(caches):
         yield from (_flat(c.caches) if hasattr(c, "caches") else (c,))
 
 
-def serial_steps(model: nn.Module, prompt: tuple[int, ...], n: int):
-    """The first ``n`` (token, step-record) pairs of mlx-lm's single-stream greedy path."""
+def serial_steps(model: nn.Module, prompt: tuple[int, ...], n: int,
+                 prefill_step_size: int = MLX_LM_DEFAULTS.prefill_step_size):
+    """The first ``n`` (token, step-record) pairs of mlx-lm's single-stream greedy path.
+    Its prefill chunks ``prompt[:-1]`` as BatchGenerator does, so a batch prefilled in
+    chunks of ``prefill_step_size`` is compared with a row prefilled in the same chunks
+    (a state-space scan run in other chunks rounds differently, which is no bug)."""
     steps = []
-    tokens = generate_step(mx.array(prompt), model, max_tokens=n, sampler=greedy_sampler)
+    tokens = generate_step(mx.array(prompt), model, max_tokens=n, sampler=greedy_sampler,
+                           prefill_step_size=prefill_step_size)
     for i, (token, logprobs) in enumerate(tokens):
         steps.append(make_step(i, token, logprobs, keep_values=False))
     return steps
@@ -65,7 +73,7 @@ def check_against_serial(cell: Cell, model: nn.Module, batch: Trajectory) -> Ora
     details = []
     for row in cell.rows:
         got = batch.rows.get(row.name, ())
-        serial = serial_steps(model, row.prompt, len(got))
+        serial = serial_steps(model, row.prompt, len(got), cell.schedule.prefill_step_size)
         for i, (b, s) in enumerate(zip(got, serial)):
             if b.digest != s.digest or b.token != s.token:
                 bad_rows.append(row.name)

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from batchlab.selftest import cache_bugs, model_bugs, schedule_bugs
+from batchlab.selftest import cache_bugs, model_bugs, regime_bugs, schedule_bugs
 from batchlab.selftest.inject import Patch
 
 
@@ -134,6 +134,36 @@ CATALOG: tuple[SeededBug, ...] = (
          "landmines. The zoo e4b has one owner per layer type and their head_dim differs "
          "(16 vs 32), so here it crashes; with more owners per type it would be silent",
          caught_as="ERROR"),
+    # -- the schedule's regimes
+    _bug("admit-ignores-completion-cap",
+         "l1/llama/B9/ragged/static/ctx-short/pb4_cb5,l1/qwen3.5/B9/ragged/trickle/ctx-*/pb4_cb5",
+         regime_bugs.admit_ignores_completion_cap,
+         "rule: BatchGenerator admits min(prefill_batch_size - prompt rows, "
+         "completion_batch_size - decoding rows, queued) (FACTS; its _next)"),
+    _bug("remove-misses-queue",
+         "l1/llama/B8/ragged/evict-early/ctx-wrap/pb2_ps8,l1/gemma3/B6/ragged/evict-early/*/pb2_cb4",
+         regime_bugs.remove_misses_the_queue,
+         "rule: remove() evicts a row wherever it is: queue, prompt batch or decode batch "
+         "(BatchGenerator._find_uids looks in all three)"),
+    _bug("prefill-ignores-step-size",
+         "l1/llama/B3/ragged/staggered/ctx-wrap/ps8,l1/mamba2/B3/ragged/static/ctx-wrap/ps8",
+         regime_bugs.prefill_ignores_step_size,
+         "rule: prefill runs in chunks of prefill_step_size, one chunk per tick (FACTS)"),
+    # -- sampling at temperature > 0
+    _bug("shared-draw-per-row",
+         "l1/llama/B4/ragged/static/ctx-short/t1_r1,l1/qwen3.5/B8/ragged/join-evict/ctx-short/t1_r1",
+         regime_bugs.shared_draw_per_row,
+         "rule: BatchGenerator samples a batch that shares a sampler in one call over "
+         "(B, V) (generate.py, 'One batched call when the batch shares a sampler')"),
+    _bug("temperature-before-filters",
+         "l1/llama/B4/ragged/static/ctx-short/t1.3_m0.1_r4,l1/qwen3/B8/ragged/static/ctx-short/t1.3_m0.1_r4",
+         regime_bugs.temperature_before_filters,
+         "record: this engine's own per-row sampler scaled by the temperature first, until "
+         "it was gated against make_sampler's chain (top-p, min-p, top-k, then 1/temp)"),
+    _bug("top-k-keeps-ties", "l1/llama-flat/B8/ragged/*/ctx-short/t0.7_k5_r2",
+         regime_bugs.top_k_keeps_ties,
+         "rule: mlx-lm's top-k keeps exactly k (argpartition); ties are common in flat "
+         "bf16 logits (FACTS, the zoo's llama-flat)"),
 )
 # fmt: on
 

@@ -25,6 +25,7 @@ from mlx_lm.models.cache import ArraysCache
 
 from batchlab.zoo.build import build
 from batchlab.zoo.specs import ZOO
+from batchlab.zoo.variants import is_variant, variant_spec
 
 _CHUNK = 16 << 20
 
@@ -39,6 +40,8 @@ def resolve(name_or_path: str) -> Path:
     """A zoo name (built on first use) or an existing local mlx-lm model directory."""
     if name_or_path in ZOO:
         return build(ZOO[name_or_path], cache_root() / "zoo")
+    if is_variant(name_or_path):
+        return build(variant_spec(name_or_path), cache_root() / "zoo")
     path = Path(name_or_path).expanduser()
     if (path / "config.json").is_file():
         return path.resolve()
@@ -118,7 +121,7 @@ def _load_dir(path: Path, name: str) -> LoadedModel:
 def load(name_or_path: str) -> LoadedModel:
     """Load (once per process) a zoo model or a local model dir; no tokenizer."""
     path = resolve(name_or_path)
-    name = name_or_path if name_or_path in ZOO else path.name
+    name = name_or_path if name_or_path in ZOO or is_variant(name_or_path) else path.name
     return _load_dir(path, name)
 
 

@@ -47,10 +47,10 @@ def test_seeded_prompts_are_pinned():
     assert seeded_prompt("A", 5, 0) != seeded_prompt("B", 5, 0)
 
 
-def test_definition_digest_changes_with_the_prompt():
+def test_definition_digest_and_id_change_with_the_seed():
     cells = expand(SWEEP)
     other = expand({**SWEEP, "defaults": {"seed": 1}})
-    assert cells[0].id == other[0].id
+    assert other[0].id == cells[0].id + "/seed1"  # ids name what changes the bits
     assert cells[0].definition_digest() != other[0].definition_digest()
 
 
@@ -92,8 +92,40 @@ def test_unknown_keys_and_duplicate_ids_are_errors(tmp_path):
 def test_committed_matrices_meet_the_gate_requirements():
     cells = load_matrix("matrices/default.toml")
     assert len(cells) >= 300
-    assert {c.batch for c in cells} == {1, 2, 3, 4, 8}
-    assert {c.script for c in cells} >= {"static", "join", "evict", "join-evict", "staggered"}
-    assert {c.context for c in cells} == {"short", "wrap"}
+    assert {c.batch for c in cells} >= {1, 2, 3, 4, 8, 34}
+    assert {c.script for c in cells} >= {"static", "join", "evict", "join-evict", "staggered",
+                                         "trickle", "evict-many", "evict-early", "late-join"}
+    assert {c.context for c in cells} == {"short", "wrap", "grow", "long"}
+    # the schedule's regimes (issue 14): more rows than either cap, chunked prefill
+    assert any(c.batch > c.schedule.prefill_batch_size for c in cells)
+    assert any(c.batch > max(c.schedule.completion_batch_size, c.schedule.prefill_batch_size)
+               for c in cells if c.schedule.completion_batch_size == 32)
+    assert any(max(len(r.prompt) for r in c.rows) > c.schedule.prefill_step_size
+               for c in cells if c.schedule.prefill_step_size == 2048)
+    assert {c.sampling.greedy for c in cells} == {True, False}
+    assert any("@w" in c.model for c in cells)
     assert any(len(r.prompt) == 1 for c in cells for r in c.rows)
     assert len(load_matrix("matrices/quick.toml")) <= 40
+
+
+def test_regime_scripts_are_pinned():
+    names = list("ABCDEFGH")
+    assert [str(e) for e in script_events("trickle", names[:5])] == [
+        "insert A,B at 0", "insert C,D at 1", "insert E at 2"]
+    assert [str(e) for e in script_events("evict-many", names)] == [
+        "insert A,B,C,D,E,F,G,H at 0", "remove A,D,E,H at 8"]
+    assert [str(e) for e in script_events("evict-many", names[:4])] == [
+        "insert A,B,C,D at 0", "remove A,C,D at 8"]
+    assert [str(e) for e in script_events("evict-early", names[:3])] == [
+        "insert A,B,C at 0", "remove B,C at 1"]
+    assert [str(e) for e in script_events("late-join", names[:3])] == [
+        "insert A,B at 0", "insert C at 10"]
+
+
+def test_rows_past_z_keep_spreadsheet_names():
+    from batchlab.matrix.scenarios import row_names
+
+    assert row_names(28)[24:] == ["Y", "Z", "AA", "AB"]
+    (cell,) = expand({"sweep": [{"models": ["llama"], "batch": [34], "padding": ["equal"],
+                                 "scripts": ["static"], "contexts": ["short"]}]})
+    assert len(cell.rows) == 34 and cell.rows[-1].name == "AH"
