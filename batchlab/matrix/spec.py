@@ -43,8 +43,15 @@ import sys
 from pathlib import Path
 
 from batchlab.engine.config import MLX_LM_DEFAULTS, ScheduleConfig
-from batchlab.engine.sampler import GREEDY, SamplingParams
-from batchlab.matrix.cell import DEFAULT_SEED, DEFAULT_STEPS, Cell, Row, parse_event, validate_events
+from batchlab.engine.sampler import SamplingParams
+from batchlab.matrix.cell import (
+    DEFAULT_SEED,
+    DEFAULT_STEPS,
+    Cell,
+    Row,
+    parse_event,
+    validate_events,
+)
 from batchlab.matrix.scenarios import (
     DEFAULT_CONTEXTS,
     scenario_rows,
@@ -115,7 +122,7 @@ def _check_unique(cells: list[Cell], where: str) -> None:
 
 def _table(value, where: str) -> dict:
     if not isinstance(value, dict):
-        raise ValueError(f"{where} must be a table, got {type(value).__name__}")
+        raise ValueError(f"{where} must be a table, got {type(value).__name__}")  # noqa: TRY004 - the CLI reports ValueErrors
     return value
 
 
@@ -312,7 +319,7 @@ def _prompt(model: str, name: str, value, where: str) -> tuple[int, ...]:
 
         ids = tuple(encode_text(model, value))
     else:
-        raise ValueError(f"{where}: {what} must be ids, text or {{length, seed}}")
+        raise ValueError(f"{where}: {what} must be ids, text or {{length, seed}}")  # noqa: TRY004
     if not ids:
         raise ValueError(f"{where}: {what} is empty; a row needs at least one token")
     return ids

@@ -150,6 +150,8 @@ def test_chat_needs_a_chat_template_and_unknown_routes_are_404(server):
 
 
 def test_health_models_and_stats(server):
+    # generate here: under pytest -n the other tests may run in another process
+    assert post(server, "/v1/completions", {"prompt": PROMPTS[0], "max_tokens": 2})[0] == 200
     assert get(server, "/health") == {"status": "ok"}
     assert get(server, "/v1/models")["data"][0]["id"] == MODEL
     stats = get(server, "/stats")

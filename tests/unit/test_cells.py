@@ -129,3 +129,14 @@ def test_rows_past_z_keep_spreadsheet_names():
     (cell,) = expand({"sweep": [{"models": ["llama"], "batch": [34], "padding": ["equal"],
                                  "scripts": ["static"], "contexts": ["short"]}]})
     assert len(cell.rows) == 34 and cell.rows[-1].name == "AH"
+
+
+def test_explicit_cell_batch_is_the_most_rows_alive_at_once():
+    def batch(events):
+        (c,) = expand({"cell": [{"model": "llama", "script": "s",
+                                 "prompts": {n: [1] for n in "ABCD"}, "events": events}]})
+        return c.batch
+
+    # a removal and an insert in one step: the removal goes first
+    assert batch(["insert A,B at 0", "remove A at 3", "insert C at 3", "insert D at 5"]) == 3
+    assert batch(["insert A at 0", "insert B,C at 1", "insert D at 2", "remove B at 4"]) == 4

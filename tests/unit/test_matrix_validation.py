@@ -31,8 +31,8 @@ def cell(**kw):
      r"row 'A' is removed at step 2, the step it is inserted; remove it at a later step"),
     ({"cell": [cell(events=["remove A at 2", "insert A,B at 2"])]}, r"the step it is inserted"),
     ({"cell": [cell(), cell(path="fast", prompts={"A": [1, 3], "B": [3]})]},
-     r"share the scenario \(and golden\) llama/B2/explicit/abc/ctx-explicit but define it "
-     r"differently"),
+     (r"share the scenario \(and golden\) llama/B2/explicit/abc/ctx-explicit but define it "
+      r"differently")),
     ({"sweep": [SWEEP | {"sampling": {"temperature": 1.0, "top_k": 320}}]},
      r"top_k 320 must be below the vocabulary size 320"),
     ({"sweep": [SWEEP | {"sampling": {"temperature": -1.0}}]}, r"temperature >= 0"),

@@ -53,9 +53,9 @@ def test_bad_params_say_what_is_allowed():
 
 # The engine's filter chain against mlx-lm's own (tests may import mlx-lm; the engine may
 # not): the gate compares sampled tokens bit for bit, so the kept sets must be identical.
-from mlx_lm import sample_utils  # noqa: E402
+from mlx_lm import sample_utils
 
-from batchlab.engine.sampler import BatchSampler  # noqa: E402
+from batchlab.engine.sampler import BatchSampler
 
 
 def mlx_lm_chain(logprobs, p):
