@@ -50,7 +50,8 @@ def _ints(text: str) -> tuple[int, ...]:
     try:
         return tuple(int(x) for x in text.split(",") if x.strip())
     except ValueError:
-        raise ValueError(f"--batch wants a comma list of ints, e.g. 1,2,4,8; got {text!r}")
+        msg = f"--batch wants a comma list of ints, e.g. 1,2,4,8; got {text!r}"
+        raise ValueError(msg) from None
 
 
 def _default_out() -> Path:

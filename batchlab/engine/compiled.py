@@ -103,7 +103,7 @@ class CompiledScheduler(Scheduler):
         for i, c in enumerate(caches):
             c.keys, c.values = buffers[2 * i], buffers[2 * i + 1]
             c._idx += 1
-            type(c).offset.shift(c, 1)
+            c.offset_ints.shift(1)
         return logprobs
 
 

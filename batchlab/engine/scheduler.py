@@ -42,6 +42,11 @@ from batchlab.engine.config import MLX_LM_DEFAULTS, ScheduleConfig
 from batchlab.engine.kv import BatchKV
 from batchlab.engine.sampler import sample_rows
 
+# BatchGenerator frees MLX's buffer cache every 512 decode steps of its lifetime. The
+# engine frees at the same points: on CUDA the bits of some kernels depend on where
+# buffers land, so allocation must follow the oracle's (see ``prefill``).
+CLEAR_CACHE_EVERY = 512
+
 
 @dataclass(slots=True, kw_only=True)  # not frozen: a frozen init costs ~3x, B times a step
 class Emission:
@@ -71,6 +76,7 @@ class Scheduler:
         self.queue: list[Sequence] = []
         self.prompt = PromptBatch()
         self.decode = DecodeBatch()
+        self.num_decode_steps = 0
 
     @property
     def num_active(self) -> int:
@@ -96,7 +102,12 @@ class Scheduler:
 
     def step(self) -> list[Emission]:
         with mx.stream(engine_stream()):
-            emitted = self._decode_step() if len(self.decode) else []
+            emitted = []
+            if len(self.decode):
+                emitted = self._decode_step()
+                self.num_decode_steps += 1
+                if self.num_decode_steps % CLEAR_CACHE_EVERY == 0:
+                    mx.clear_cache()  # where BatchGenerator frees: see CLEAR_CACHE_EVERY
             if len(self.decode) >= self.max_decoding:
                 return emitted
             self._admit()
