@@ -1,7 +1,8 @@
 """Per-row sampling: greedy exactly as the oracle computes it, and seeded samplers.
 
-Greedy is ``argmax`` over the log-probabilities (not over the raw logits: in random bf16
-models the two differ in ~5% of steps, FACTS.md), first index on ties.
+Greedy is ``argmax`` over the log-probabilities (not over the raw logits: in bf16 the
+subtraction rounds distinct logits onto one logprob, so the two part on flat
+distributions), first index on ties.
 
 A seeded row owns its PRNG key and splits it once per token, so the random bits a row
 draws depend only on its own seed and how many tokens it has drawn: not on B, not on

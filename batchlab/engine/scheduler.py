@@ -48,7 +48,7 @@ from batchlab.engine.sampler import sample_rows
 CLEAR_CACHE_EVERY = 512
 
 
-@dataclass(slots=True, kw_only=True)  # not frozen: a frozen init costs ~3x, B times a step
+@dataclass(slots=True, kw_only=True)  # not frozen: a frozen init is slower, B times a step
 class Emission:
     """A token a row emitted. ``logprobs`` is the (V,) vector it was sampled from,
     sliced from the step's (B, V) array only if someone reads it."""
@@ -188,9 +188,9 @@ class Scheduler:
 @functools.cache
 def engine_stream() -> mx.Stream:
     """The stream the engine computes on: mlx-lm's ``generation_stream`` (a public
-    helper, not a batch cache), as its own loops use. Measured on the CPU backend: the
-    default stream is ~5% slower per decode step at B=1, and a stream of our own beside
-    mlx-lm's (one more CPU worker thread) slowed every engine in the process by ~30%."""
+    helper, not a batch cache), as its own loops use. On the CPU backend the default
+    stream is slower per decode step, and a stream of our own beside mlx-lm's (one more
+    CPU worker thread) slows every engine in the process."""
     from mlx_lm.generate import generation_stream
 
     return generation_stream
