@@ -142,11 +142,14 @@ class Pair:
                 c.prepare(lengths=lengths, right_padding=padding)
             self.check(f"prepare({lengths})")
         for n in chunks(width, chunk):
-            self.forward(n, windows)
+            self.prefill_chunk(n, windows)
         if max(padding) > 0:
             self.ours.finalize()
             self.theirs.finalize()
             self.check("finalize")
+
+    def prefill_chunk(self, n: int, windows) -> None:
+        self.forward(n, windows)
 
     def filter(self, keep: list[int]) -> None:
         self.ours.filter(keep)
@@ -668,19 +671,8 @@ class StatePair(Pair):
     def batch(self) -> int:
         return self.theirs.batch_size
 
-    def prefill(self, lengths: list[int], chunk: int, windows=None) -> None:
-        width = max(lengths)
-        padding = [width - n for n in lengths]
-        if max(padding) > 0:
-            for c in (self.ours, self.theirs):
-                c.prepare(lengths=lengths, right_padding=padding)
-            self.check(f"prepare({lengths})")
-        for n in chunks(width, chunk):
-            state_forward(self, n)
-        if max(padding) > 0:
-            self.ours.finalize()
-            self.theirs.finalize()
-            self.check("finalize")
+    def prefill_chunk(self, n: int, windows) -> None:
+        state_forward(self, n)
 
 
 def new_state(B: int, rng) -> StatePair:
