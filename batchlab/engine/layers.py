@@ -25,8 +25,6 @@ from batchlab.engine.ring import BatchRing
 from batchlab.engine.rowints import RowInts, RowUploads
 from batchlab.engine.state import BatchList, BatchState
 
-BATCH_CACHES = (BatchKV, BatchRing, BatchState, BatchList)
-
 
 def single_caches(model, max_kv_size: int | None = None) -> list:
     """One row's fresh caches, as mlx-lm's ``make_prompt_cache`` builds them."""
