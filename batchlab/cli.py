@@ -3,14 +3,24 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 from pathlib import Path
 
-from batchlab.display import shown  # noqa: F401 - commands import it from here
+# Re-exported for modules that still import them from here; new code imports
+# batchlab.defaults and batchlab.display (a lower module must not import the CLI).
+from batchlab.defaults import DEFAULT_GOLDENS, DEFAULT_MATRIX, PROJECT_ROOT  # noqa: F401
+from batchlab.display import shown  # noqa: F401
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_MATRIX = PROJECT_ROOT / "matrices" / "default.toml"
-DEFAULT_GOLDENS = PROJECT_ROOT / "goldens"
+
+def _command(module: str, name: str, call=lambda fn, args, console: fn(args, console)):
+    """A ``func`` for ``set_defaults`` that imports its command module only when run
+    (parsing stays fast, and command modules may import this one)."""
+
+    def run(args, console) -> int:
+        return call(getattr(importlib.import_module(module), name), args, console)
+
+    return run
 
 
 def _matrix_args(p: argparse.ArgumentParser, goldens: bool = True) -> None:
@@ -29,14 +39,19 @@ def build_parser() -> argparse.ArgumentParser:
 
     zoo = sub.add_parser("zoo", help="the built-in tiny models").add_subparsers(
         dest="zoo_command", required=True)
-    zoo.add_parser("list", help="every zoo model: architecture, layers, dtype, fingerprint")
+    zoo.add_parser("list", help="every zoo model: architecture, layers, dtype, fingerprint"
+                   ).set_defaults(func=_command("batchlab.zoo.commands", "list_command",
+                                                lambda fn, args, console: fn(console)))
     build = zoo.add_parser("build", help="build zoo models into the cache folder")
     build.add_argument("names", nargs="*", help="zoo names (default: all)")
+    build.set_defaults(func=_command("batchlab.zoo.commands", "build_command",
+                                     lambda fn, args, console: fn(args.names, console)))
 
     matrix = sub.add_parser("matrix", help="expand and run matrices").add_subparsers(
         dest="matrix_command", required=True)
     ls = matrix.add_parser("list", help="print the cell ids of a matrix")
     _matrix_args(ls, goldens=False)
+    ls.set_defaults(func=_command("batchlab.matrix.commands", "list_command"))
     run = matrix.add_parser("run", help="run a matrix against goldens (or --live oracle)")
     _matrix_args(run)
     run.add_argument("--live", action="store_true",
@@ -47,19 +62,23 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--shard", default=None, help="I/N: run every N-th cell from the I-th")
     run.add_argument("--strict", action="store_true",
                      help="ORACLE-BUG and UNSUPPORTED cells fail the run too")
+    run.set_defaults(func=_command("batchlab.matrix.commands", "run_command"))
 
     golden = sub.add_parser("golden", help="make and check goldens").add_subparsers(
         dest="golden_command", required=True)
     regen = golden.add_parser("regen", help="run the oracle and (re)write goldens")
     _matrix_args(regen)
     regen.add_argument("--jobs", type=int, default=1, help="worker processes")
+    regen.set_defaults(func=_command("batchlab.golden.commands", "regen_command"))
     check = golden.add_parser("check", help="report missing, stale and corrupt goldens")
     _matrix_args(check)
+    check.set_defaults(func=_command("batchlab.golden.commands", "check_command"))
 
     selftest = sub.add_parser("selftest", help="inject known batching bugs; each must be caught")
     selftest.add_argument("--matrix", type=Path, default=DEFAULT_MATRIX)
     selftest.add_argument("--goldens", type=Path, default=DEFAULT_GOLDENS)
     selftest.add_argument("--bug", default=None, help="run only bugs whose name contains this")
+    selftest.set_defaults(func=_command("batchlab.selftest.run", "selftest_command"))
 
     from batchlab.bench.cli import add_bench_parser
     from batchlab.serve.cli import add_serve_parser
@@ -74,39 +93,13 @@ def main(argv: list[str] | None = None) -> int:
 
     console = Console()
     try:
-        return _dispatch(args, console)
+        return args.func(args, console)
     except ValueError as err:
         console.print(f"[bold red]error:[/] {err}", highlight=False)
         return 2
     except KeyboardInterrupt:
         console.print("[yellow]interrupted[/]")
         return 130
-
-
-def _dispatch(args, console) -> int:
-    if args.command == "zoo":
-        from batchlab.zoo import commands
-
-        if args.zoo_command == "list":
-            return commands.list_command(console)
-        return commands.build_command(args.names, console)
-    if args.command == "matrix":
-        from batchlab.matrix import commands
-
-        if args.matrix_command == "list":
-            return commands.list_command(args, console)
-        return commands.run_command(args, console)
-    if args.command == "golden":
-        from batchlab.golden import commands
-
-        if args.golden_command == "regen":
-            return commands.regen_command(args, console)
-        return commands.check_command(args, console)
-    if args.command == "selftest":
-        from batchlab.selftest.run import selftest_command
-
-        return selftest_command(args, console)
-    return args.func(args, console)
 
 
 if __name__ == "__main__":

@@ -50,19 +50,20 @@ def _ints(text: str) -> tuple[int, ...]:
     try:
         return tuple(int(x) for x in text.split(",") if x.strip())
     except ValueError:
-        raise ValueError(f"--batch wants a comma list of ints, e.g. 1,2,4,8; got {text!r}")
+        msg = f"--batch wants a comma list of ints, e.g. 1,2,4,8; got {text!r}"
+        raise ValueError(msg) from None
 
 
 def _default_out() -> Path:
     from batchlab.backend import backend_key
-    from batchlab.cli import PROJECT_ROOT
+    from batchlab.defaults import PROJECT_ROOT
 
     return PROJECT_ROOT / "reports" / "bench" / backend_key()
 
 
 def bench_command(args, console) -> int:
     from batchlab.bench.report import write_summary
-    from batchlab.cli import shown
+    from batchlab.display import shown
 
     out = args.out or _default_out()
     if args.action == "report":
@@ -127,7 +128,7 @@ def _bench_loaded(loaded, spec, bandwidth: float, out: Path, console, start: flo
     from batchlab.bench.measure import summarize, sweep
     from batchlab.bench.report import write_model_report
     from batchlab.bench.roofline import bound_seconds, weight_bytes
-    from batchlab.cli import shown
+    from batchlab.display import shown
 
     weights = weight_bytes(loaded.model)
     bound_s = bound_seconds(weights.streamed, bandwidth)
@@ -175,7 +176,7 @@ def _profile_loaded(loaded, spec, out: Path, console) -> None:
     from batchlab.atomic import write_text_atomic
     from batchlab.backend import backend_key, versions
     from batchlab.bench.profile import markdown, num_runs, profile
-    from batchlab.cli import shown
+    from batchlab.display import shown
 
     spec = _paths_for(loaded.model, loaded.name, spec, console)
     with _Progress(console, num_runs(spec), loaded.name) as progress:
@@ -193,13 +194,14 @@ def _paths_for(model, name: str, spec, console):
     """``spec`` without the paths that refuse ``model`` (each refusal is printed)."""
     from dataclasses import replace
 
-    from batchlab.engine.paths import PATHS
+    from batchlab.engine.paths import Unsupported, resolve_path
 
     kept = []
     for path in spec.paths:
-        refusal = PATHS[path].refuses(model)
-        if refusal:
-            console.print(f"{name}: skipping path {path}: {refusal}", highlight=False,
+        try:
+            resolve_path(path, model, model_name=name, use="time")
+        except Unsupported as err:
+            console.print(f"{name}: skipping path {path}: {err.reason}", highlight=False,
                           soft_wrap=True)
         else:
             kept.append(path)

@@ -28,6 +28,8 @@ from mlx import nn
 
 from batchlab.engine.batch import Request
 from batchlab.engine.config import ScheduleConfig
+from batchlab.engine.paths import PATHS as ENGINE_PATHS
+from batchlab.engine.paths import EnginePath
 from batchlab.engine.scheduler import Scheduler
 
 BATCH_GENERATOR = "BatchGenerator"
@@ -87,26 +89,15 @@ def _check(engine: str, emitted: int, expected: int) -> None:
         raise RuntimeError(f"{engine} emitted {emitted} tokens, expected {expected}")
 
 
-def run_l1(model: nn.Module, prompts: list[list[int]], gen_len: int,
-           window: Window = nullcontext) -> Run:
-    """batchlab's l1 Scheduler (the path gated bit-exact against BatchGenerator)."""
-    return _run_scheduler("l1", Scheduler, model, prompts, gen_len, window)
+def path_driver(path: EnginePath) -> Driver:
+    """The driver that times one batchlab path (its scheduler, gated in the matrix)."""
 
+    def run(model: nn.Module, prompts: list[list[int]], gen_len: int,
+            window: Window = nullcontext) -> Run:
+        return _run_scheduler(path.name, path.scheduler, model, prompts, gen_len, window)
 
-def run_fast(model: nn.Module, prompts: list[list[int]], gen_len: int,
-             window: Window = nullcontext) -> Run:
-    """The fast path: l1 without all-True decode masks (``engine/fast.py``)."""
-    from batchlab.engine.fast import FastScheduler
-
-    return _run_scheduler("fast", FastScheduler, model, prompts, gen_len, window)
-
-
-def run_compiled(model: nn.Module, prompts: list[list[int]], gen_len: int,
-                 window: Window = nullcontext) -> Run:
-    """The compiled path: l1 with a traced decode forward (``engine/compiled.py``)."""
-    from batchlab.engine.compiled import CompiledScheduler
-
-    return _run_scheduler("compiled", CompiledScheduler, model, prompts, gen_len, window)
+    run.__name__ = run.__qualname__ = f"run_{path.name}"
+    return run
 
 
 def _run_scheduler(engine: str, kind: type[Scheduler], model: nn.Module,
@@ -200,8 +191,8 @@ def run_generate_step(model: nn.Module, prompts: list[list[int]], gen_len: int,
                peak_bytes=mx.get_peak_memory())
 
 
-# batchlab paths (--paths), each gated in the matrix (batchlab/engine/paths.py)
-PATHS: dict[str, Driver] = {"l1": run_l1, "fast": run_fast, "compiled": run_compiled}
+# batchlab paths (--paths): one driver per entry of the engine's path registry
+PATHS: dict[str, Driver] = {name: path_driver(p) for name, p in ENGINE_PATHS.items()}
 REFERENCES: dict[str, Driver] = {BATCH_GENERATOR: run_batch_generator,
                                  GENERATE_STEP: run_generate_step}
 

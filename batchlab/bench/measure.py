@@ -142,8 +142,8 @@ def interleaved(model: nn.Module, spec: BenchSpec, batch: int, vocab_size: int,
 @contextmanager
 def gc_paused() -> Iterator[None]:
     """Python's cyclic garbage collector off for one run, as ``timeit`` does. A full
-    collection takes ~30 ms with mlx-lm loaded: landing in one engine's window and not
-    in the other's, it would be read as a speed difference of up to 30%."""
+    collection with mlx-lm loaded is long next to a decode window: landing in one
+    engine's window and not in the other's, it would be read as a speed difference."""
     gc.collect()
     gc.disable()
     try:

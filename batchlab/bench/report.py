@@ -170,13 +170,10 @@ def _pct(x) -> str:
     return f"{x:.0f}%" if x else ""
 
 
-def write_plot(path: Path, results: list[Result]) -> bool:
-    """Aggregate tok/s vs B (log-log), error bars min-max; False when matplotlib is
-    missing (regenerate later with ``batchlab bench report`` where it is installed)."""
-    try:
-        import matplotlib
-    except ImportError:
-        return False
+def write_plot(path: Path, results: list[Result]) -> None:
+    """Aggregate tok/s vs B (log-log), error bars min-max."""
+    import matplotlib
+
     matplotlib.use("Agg")  # no display on CI or GPU machines
     import matplotlib.pyplot as plt
     import matplotlib.ticker
@@ -212,21 +209,18 @@ def write_plot(path: Path, results: list[Result]) -> bool:
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
-    return True
 
 
 def write_model_report(folder: Path, results: list[Result]) -> list[Path]:
-    """CSV, Markdown and (if matplotlib is there) PNG of one model; the paths written."""
+    """CSV, Markdown and PNG of one model; the paths written."""
     folder.mkdir(parents=True, exist_ok=True)
     # not Path.with_suffix: "qwen3-0.6b" has a dot that is no suffix
     csv_path, md_path, png_path = (folder / f"{file_stem(results[0].model)}.{ext}"
                                    for ext in ("csv", "md", "png"))
     write_csv(csv_path, results)
     md_path.write_text(markdown(results))
-    written = [csv_path, md_path]
-    if write_plot(png_path, results):
-        written.append(png_path)
-    return written
+    write_plot(png_path, results)
+    return [csv_path, md_path, png_path]
 
 
 def write_summary(folder: Path) -> tuple[Path, int]:

@@ -1,10 +1,9 @@
 """The ``compiled`` path: l1's schedule, with the decode forward traced by ``mx.compile``.
 
 A decode step of a small model is bound by the host: Python walks every module and
-builds ~20 lazy ops per layer each step (on the CPU backend ~270 us of graph building
-and ~520 us of encoding for the tiny llama at B=1). This path traces the decode forward
-once per (B, cache width) and replays the trace every step, which removes the graph
-building and fuses elementwise ops.
+builds a score of lazy ops per layer each step, and MLX encodes them. This path
+traces the decode forward once per (B, cache width) and replays the trace every step,
+which removes the graph building and fuses elementwise ops.
 
 A trace needs fixed shapes, so attention reads the whole allocated key buffer (the
 width grows in steps of 32 columns here) instead of the first ``_idx + 1`` columns, and
@@ -12,9 +11,9 @@ a mask built inside the trace hides the columns past the write column and each r
 left padding. Prefill, joins and evictions stay on the l1 code: only the decode forward
 is traced (one trace per B and width, shared by every scheduler of a model).
 
-Measured (README, Performance): 1.9x BatchGenerator at B=1 on CPU, and bit-exact
-there. On the H200 the mask array rules out MLX's fused decode attention, so the path
-gains little at small B and loses at large B; ``fast`` is the GPU path.
+On a GPU the mask array rules out MLX's fused decode attention, so the path gains
+little at small B and loses at large B there; ``fast`` is the GPU path (the figures:
+``docs/performance.md``).
 
 Reading more (masked) columns and fusing elementwise ops may change the rounding, so
 this is a lab path gated by KL statistics against the oracle where it is not bit-exact
@@ -105,7 +104,7 @@ class CompiledScheduler(Scheduler):
         for i, c in enumerate(caches):
             c.keys, c.values = buffers[2 * i], buffers[2 * i + 1]
             c._idx += 1
-            type(c).offset.shift(c, 1)
+            c.offset_ints.shift(1)
         return logprobs
 
 

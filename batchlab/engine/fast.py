@@ -9,9 +9,8 @@ path hands the model ``None`` exactly when the mask would be all True, on every 
 
 Masked and unmasked attention may round differently, so this is not l1: the gate is
 bit-exact against the oracle where it stays exact (the CPU backend) and KL statistics
-against it where it does not (``batchlab.engine.paths``). Measured on the H200 with real
-head dims (zoo llama-hd64, qwen3-hd128): never bit-exact, and 4 of 16 cells outside the
-KL gate (``reports/parity/cuda-sm90/README.md``).
+against it where it does not (``batchlab.engine.paths``). On a GPU with real head dims
+it is not bit-exact (``docs/results.md``).
 """
 
 from __future__ import annotations

@@ -14,8 +14,12 @@ The layout reproduces mlx-lm 0.32's ``BatchKVCache`` exactly (columns, padding, 
 in steps of 256, ``filter`` trimming shared padding, ``extend`` padding both sides), since
 on the GPU the bits of attention depend on the key length and where each key sits.
 
-Per-row ints (``offset``, ``left_padding``) live on the host (see ``RowInts``): mlx-lm
+Per-row ints (``offset``, ``left_padding``) live on the host (``rowints.py``): mlx-lm
 keeps them as lazy device arrays and syncs (``.tolist()``) to filter or extract.
+
+``LeftPaddedKV`` is what BatchKV and BatchRing (``ring.py``) share: the per-row ints,
+the state they hand the models, prepare's left padding, the merge layout, and the row
+take and aligned extend of ``filter``/``extend``.
 """
 
 from __future__ import annotations
@@ -27,165 +31,10 @@ import numpy as np
 from mlx_lm.models.cache import KVCache
 
 from batchlab.engine.mask import DecodeMasks, causal_mask
+from batchlab.engine.rowints import RowInts, RowIntsAttribute, host_ints
 from batchlab.engine.single import kv_row
 
 STEP = 256  # keys/values grow in steps of 256 columns, as mlx-lm's caches do
-
-
-def host_ints(value) -> np.ndarray:
-    """A read-only int64 numpy copy of a list, numpy array or mx array of row ints.
-
-    A 1-D int64 array that owns its data (the result of arithmetic such as
-    ``cache.offset_host + n``) is taken as is, not copied. The array is made read-only,
-    so a caller that kept it and tries to write it gets an error, never a silent change
-    (arrays are shared between layers: ``RowInts``)."""
-    fresh = type(value) is np.ndarray and value.dtype == np.int64 and value.ndim == 1
-    if fresh and (value.flags.owndata or not value.flags.writeable):
-        value.flags.writeable = False
-        return value
-    out = np.array(value.tolist() if isinstance(value, mx.array) else value, dtype=np.int64)
-    out = out.reshape(-1)
-    out.flags.writeable = False  # write through the descriptor, never in place
-    return out
-
-
-class RowInts:
-    """A per-row int vector kept on the host, read as an int32 ``mx.array``.
-
-    ``cache.offset`` gives the device array (built once per change, so each layer's RoPE
-    offset costs one small upload per step); ``cache.offset_host`` the numpy copy that
-    bookkeeping reads. Assign ``cache.offset = ...`` (list, numpy or mx) to change it;
-    ``offset_host`` itself is read-only.
-    ``optional=True`` allows ``None`` (ArraysCache's ``left_padding``/``lengths``).
-
-    Host ints build no lazy graph, so mlx-lm's ``mx.depends(keys, (left_padding,
-    offset))`` ties (which force those graphs to be evaluated with the keys) are not needed.
-
-    The decode hot path (every layer, every step) stays out of numpy. ``shift`` (the
-    ``offset += n`` of every layer) only counts on the host, and the device array is
-    made once per step (an upload, or on the CPU backend a lazy add) and shared by every
-    layer, found by the identity of the host array; ``bounds`` (min and max: "is any row
-    padded?") is memoized the same way. A numpy call is ~1 us alone, but between the
-    model's op building it cost far more: on the CPU backend a 2-layer llama decode step
-    built in ~205 us with a numpy add and an upload per layer, and in ~175 us without
-    (BatchGenerator: ~186 us).
-    """
-
-    def __init__(self, optional: bool = False):
-        self.optional = optional
-        # The last upload, shared: every layer of a step holds the same ints, so a
-        # 32-layer model uploads its RoPE offsets once per step, not 32 times. The
-        # device array is never written in place, so sharing it is safe.
-        self._last: tuple[bytes, mx.array] | None = None
-        # __get__'s memo: (base host array, pending shift, device array of their sum)
-        self._shifted: tuple[np.ndarray, int, mx.array] | None = None
-        self._bounds: tuple[np.ndarray, int, int] | None = None  # bounds' memo
-
-    def __set_name__(self, owner, name: str):
-        self.name, self.host, self.dev = name, f"{name}_host", f"_{name}_dev"
-        self.base, self.pending = f"_{name}_base", f"_{name}_pending"
-        setattr(owner, self.host, _HostInts(self))
-
-    def __get__(self, obj, owner=None):
-        if obj is None:
-            return self
-        d = obj.__dict__
-        if d.get(self.dev) is None:
-            base, pending = d.get(self.base), d.get(self.pending, 0)
-            if base is None:
-                return None
-            memo = self._shifted
-            if memo is not None and memo[0] is not base and memo[1] == pending \
-                    and np.array_equal(memo[0], base):
-                base = d[self.base] = memo[0]  # equal ints in another array: share it
-            if memo is None or memo[0] is not base or memo[1] != pending:
-                if memo is not None and memo[0] is base and _adds_offsets_on_device():
-                    dev = memo[2] + (pending - memo[1])  # last step's, one lazy add
-                else:
-                    dev = self._upload(host_ints(base + pending) if pending else base)
-                memo = self._shifted = (base, pending, dev)
-            d[self.dev] = memo[2]
-        return d[self.dev]
-
-    def _upload(self, host: np.ndarray) -> mx.array:
-        key = host.tobytes()
-        if self._last is None or self._last[0] != key:
-            self._last = (key, mx.array(host, dtype=mx.int32))
-        return self._last[1]
-
-    def __set__(self, obj, value) -> None:
-        if value is None and not self.optional:
-            raise ValueError(f"{type(obj).__name__}.{self.name} cannot be None")
-        d = obj.__dict__
-        d[self.base] = None if value is None else host_ints(value)
-        d[self.pending], d[self.dev] = 0, None
-
-    def host_of(self, obj) -> np.ndarray | None:
-        """The host ints, with any pending shift applied (once, then kept)."""
-        d = obj.__dict__
-        base, pending = d.get(self.base), d.get(self.pending, 0)
-        if pending:
-            shifted = d[self.base] = host_ints(base + pending)
-            d[self.pending] = 0
-            memo = self._bounds
-            if memo is not None and memo[0] is base:  # the extremes move with the ints
-                self._bounds = (shifted, memo[1] + pending, memo[2] + pending)
-            base = shifted
-        return base
-
-    def shift(self, obj, n: int) -> None:
-        """``obj.<name> += n`` in the decode hot path: the host only counts n. The device
-        array is made by the first layer that reads it in the next step and shared by
-        the others (``__get__``). Integer adds: the same values, hence the same bits of
-        RoPE, as an upload of the host sum."""
-        d = obj.__dict__
-        if d[self.base] is not None:  # an optional vector that is not tracked: no-op
-            d[self.pending] += n
-            d[self.dev] = None
-
-    def any_nonzero(self, obj) -> bool:
-        """Whether any row's int is not 0 (e.g. any row left-padded)."""
-        low, high = self.bounds(obj)
-        return low != 0 or high != 0
-
-    def is_set(self, obj) -> bool:
-        return obj.__dict__.get(self.base) is not None
-
-    def rows(self, obj) -> int:
-        return len(obj.__dict__[self.base])
-
-    def bounds(self, obj) -> tuple[int, int]:
-        """(min, max) over the rows, memoized per host array: a pending shift moves both,
-        so a decode step asks without numpy."""
-        d = obj.__dict__
-        base, memo = d[self.base], self._bounds
-        if memo is None or memo[0] is not base:
-            low, high = (int(base.min()), int(base.max())) if base.size else (0, 0)
-            memo = self._bounds = (base, low, high)
-        pending = d[self.pending]
-        return memo[1] + pending, memo[2] + pending
-
-
-def _adds_offsets_on_device() -> bool:
-    """Whether a step's new row ints are a lazy add on the last step's device array
-    (the CPU backend: no numpy, ~15 us of a 2-layer llama step) rather than an upload.
-    GPUs keep the one upload per step that the CUDA parity runs validated: an add puts
-    its buffer elsewhere in time, and on CUDA kernels were seen to pick by alignment."""
-    return mx.default_device().type == mx.cpu
-
-
-class _HostInts:
-    """``cache.<name>_host``: the read-only host view of a ``RowInts``."""
-
-    def __init__(self, ints: RowInts):
-        self.ints = ints
-
-    def __get__(self, obj, owner=None):
-        return self if obj is None else self.ints.host_of(obj)
-
-    def __set__(self, obj, value) -> None:
-        raise AttributeError(f"assign {type(obj).__name__}.{self.ints.name}, not "
-                             f"{self.ints.host}: the device copy would go stale")
 
 
 def roll_rows(x: mx.array, shifts: np.ndarray) -> mx.array:
@@ -215,21 +64,94 @@ def as_rows(indices) -> list[int]:
     return indices.tolist() if isinstance(indices, mx.array) else [int(i) for i in indices]
 
 
-class BatchKV:
-    """Full-attention batch KV cache (mlx-lm's ``BatchKVCache`` layout, own code)."""
+class LeftPaddedKV:
+    """Keys and values (B, H, L, D) with rows left-padded to a shared write column:
+    the code BatchKV and BatchRing share. Subclasses name their extra ``state`` fields
+    and define their own ``offset``/``left_padding`` attributes (a seeded bug patches
+    them per class)."""
 
     step = STEP
-    offset = RowInts()
-    left_padding = RowInts()
+    STATE_FIELDS = ("keys", "values", "offset", "left_padding")
 
     def __init__(self, left_padding: Sequence[int]):
         self.keys: mx.array | None = None
         self.values: mx.array | None = None
+        name = type(self).__name__
+        self.offset_ints = RowInts(f"{name}.offset")
+        self.left_padding_ints = RowInts(f"{name}.left_padding")
         self.left_padding = left_padding
         self.offset = -self.left_padding_host
         self._idx = 0
-        self._right_padding: np.ndarray | None = None  # set by prepare, rolled by finalize
         self._decode_masks = DecodeMasks()
+
+    @property
+    def state(self):
+        return tuple(getattr(self, name) for name in self.STATE_FIELDS)
+
+    @state.setter
+    def state(self, v) -> None:
+        for name, value in zip(self.STATE_FIELDS, v, strict=True):
+            setattr(self, name, value)
+
+    def empty(self) -> bool:
+        return self.keys is None
+
+    @property
+    def nbytes(self) -> int:
+        return 0 if self.keys is None else self.keys.nbytes + self.values.nbytes
+
+    @staticmethod
+    def drops_all_true_decode_mask() -> bool:
+        """True on the CPU backend. It has no fused attention: SDPA applies a bool mask
+        as ``where(mask, scores, min)``, which an all-True mask leaves equal to the bit,
+        at the cost of a broadcast and a select per layer. On a GPU a mask array selects
+        other kernels (other bits), so l1 keeps it there, as BatchGenerator passes it."""
+        return mx.default_device().type == mx.cpu
+
+    def _add_left_padding(self, left_padding) -> None:
+        """``prepare(left_padding=...)``: padding added to an empty cache."""
+        if self.keys is not None:
+            raise ValueError(f"left padding can only be added to an empty {type(self).__name__}")
+        self.left_padding = self.left_padding_host + host_ints(left_padding)
+        self.offset = self.offset_host - host_ints(left_padding)
+
+    @classmethod
+    def _merged(cls, sizes: list[int], newest, make):
+        """The cache ``merge`` builds: row i's newest ``sizes[i]`` keys and values
+        (``newest(i, s)`` gives them, (1, H, s, D) each) left-padded to the longest.
+        ``make(pads)`` builds the empty cache. None when every row is empty."""
+        width = max(sizes)
+        if width == 0:
+            return None
+        rows = [newest(i, s) for i, s in enumerate(sizes) if s > 0]
+        H = max(k.shape[1] for k, _ in rows)
+        Dk = max(k.shape[3] for k, _ in rows)
+        Dv = max(v.shape[3] for _, v in rows)
+        dtype = rows[0][0].dtype
+        pads = [width - s for s in sizes]
+        keys = mx.zeros((len(sizes), H, width, Dk), dtype)
+        values = mx.zeros((len(sizes), H, width, Dv), dtype)
+        placed = iter(rows)
+        for i, (p, s) in enumerate(zip(pads, sizes)):
+            if s > 0:
+                k, v = next(placed)
+                keys[i : i + 1, :, p : p + s] = k
+                values[i : i + 1, :, p : p + s] = v
+        cache = make(pads)
+        cache.keys, cache.values = keys, values
+        return cache
+
+
+class BatchKV(LeftPaddedKV):
+    """Full-attention batch KV cache (mlx-lm's ``BatchKVCache`` layout, own code)."""
+
+    offset = RowIntsAttribute()
+    left_padding = RowIntsAttribute()
+    STATE_FIELDS = (*LeftPaddedKV.STATE_FIELDS, "_idx")
+
+    def __init__(self, left_padding: Sequence[int]):
+        super().__init__(left_padding)
+        self._right_padding: np.ndarray | None = None  # set by prepare, rolled by finalize
 
     # -- the protocol the models speak ----------------------------------------------
 
@@ -237,7 +159,7 @@ class BatchKV:
         prev, n = self._idx, keys.shape[2]
         if self.keys is None or prev + n > self.keys.shape[2]:
             self._grow(keys, values)
-        type(self).offset.shift(self, n)
+        self.offset_ints.shift(n)
         self._idx += n
         self.keys[..., prev : self._idx, :] = keys
         self.values[..., prev : self._idx, :] = values
@@ -267,37 +189,13 @@ class BatchKV:
         cannot change a bit (``drops_all_true_decode_mask``)."""
         if N == 1 and window_size is None:
             if (not return_array and self.drops_all_true_decode_mask()
-                    and not type(self).left_padding.any_nonzero(self)):
+                    and not self.left_padding_ints.any_nonzero()):
                 return None
             return self._decode_masks(self._idx, self.left_padding_host)
         return causal_mask(N, self._idx, left_padding=self.left_padding_host, window=window_size)
 
-    @staticmethod
-    def drops_all_true_decode_mask() -> bool:
-        """True on the CPU backend. It has no fused attention: SDPA applies a bool mask
-        as ``where(mask, scores, min)``, which an all-True mask leaves equal to the bit,
-        at the cost of a broadcast and a select per layer (~5% of a B=1 decode step of
-        the tiny models). On a GPU a mask array selects other kernels (other bits), so
-        l1 keeps it there, as BatchGenerator passes it."""
-        return mx.default_device().type == mx.cpu
-
-    @property
-    def state(self):
-        return self.keys, self.values, self.offset, self.left_padding, self._idx
-
-    @state.setter
-    def state(self, v) -> None:
-        self.keys, self.values, self.offset, self.left_padding, self._idx = v
-
     def size(self) -> int:
         return self._idx
-
-    def empty(self) -> bool:
-        return self.keys is None
-
-    @property
-    def nbytes(self) -> int:
-        return 0 if self.keys is None else self.keys.nbytes + self.values.nbytes
 
     def is_trimmable(self) -> bool:
         return True
@@ -314,10 +212,7 @@ class BatchKV:
         """``left_padding`` adds padding to an empty cache; ``right_padding`` (with the
         prompts right-padded to one length) is moved to the left by ``finalize``."""
         if left_padding is not None:
-            if self.keys is not None:
-                raise ValueError("left padding can only be added to an empty BatchKV")
-            self.left_padding = self.left_padding_host + host_ints(left_padding)
-            self.offset = self.offset_host - host_ints(left_padding)
+            self._add_left_padding(left_padding)
         if right_padding is not None and max(right_padding) > 0:
             self._right_padding = host_ints(right_padding)
 
@@ -371,25 +266,12 @@ class BatchKV:
         """Left-pad single-row caches to the longest: sizes [2, 4] -> left_padding [2, 0],
         keys exactly 4 columns wide, _idx 4."""
         sizes = [c.size() for c in caches]
-        width = max(sizes)
-        if width == 0:
+        cache = cls._merged(sizes, lambda i, s: (caches[i].keys[..., :s, :],
+                                                 caches[i].values[..., :s, :]), cls)
+        if cache is None:
             return cls([0] * len(caches))
-        full = [c for c in caches if c.keys is not None]
-        H = max(c.keys.shape[1] for c in full)
-        Dk = max(c.keys.shape[3] for c in full)
-        Dv = max(c.values.shape[3] for c in full)
-        dtype = full[0].keys.dtype
-        pads = [width - s for s in sizes]
-        keys = mx.zeros((len(caches), H, width, Dk), dtype)
-        values = mx.zeros((len(caches), H, width, Dv), dtype)
-        for i, (p, c) in enumerate(zip(pads, caches)):
-            if c.keys is not None:
-                keys[i : i + 1, :, p : p + c.offset] = c.keys[..., : c.offset, :]
-                values[i : i + 1, :, p : p + c.offset] = c.values[..., : c.offset, :]
-        cache = cls(pads)
-        cache.keys, cache.values = keys, values
-        cache.offset = cache.offset_host + width
-        cache._idx = width
+        cache.offset = cache.offset_host + max(sizes)
+        cache._idx = max(sizes)
         return cache
 
 
@@ -425,8 +307,9 @@ def extend_aligned(cache, other) -> None:
 
 
 def pad_for_extend(c, ref, idx: int, width: int):
-    """For ``extend`` (BatchKV and BatchRing): ``c``'s keys, values and left padding shifted right to write column ``idx`` and
-    padded to ``width`` columns (``ref`` supplies shapes when ``c`` has no keys yet)."""
+    """For ``extend`` (BatchKV and BatchRing): ``c``'s keys, values and left padding
+    shifted right to write column ``idx`` and padded to ``width`` columns (``ref``
+    supplies shapes when ``c`` has no keys yet)."""
     k, v = c.keys, c.values
     if k is None:
         B = len(c.offset_host)

@@ -15,16 +15,15 @@ mlx-lm either (no ``merge``): ``make_batch_caches`` refuses them.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import mlx.core as mx
 from mlx_lm.models.cache import ArraysCache, CacheList, KVCache, RotatingKVCache
 
 from batchlab.engine.kv import BatchKV
 from batchlab.engine.ring import BatchRing
+from batchlab.engine.rowints import RowInts, RowUploads
 from batchlab.engine.state import BatchList, BatchState
-
-BATCH_CACHES = (BatchKV, BatchRing, BatchState, BatchList)
 
 
 def single_caches(model, max_kv_size: int | None = None) -> list:
@@ -85,7 +84,29 @@ def make_batch_caches(
     padding = list(left_padding) if left_padding is not None else [0] * batch_size
     if not padding:
         raise ValueError("make_batch_caches needs batch_size > 0 or a left_padding per row")
-    return [batch_cache_for(c, padding, kv_class) for c in single_caches(model, max_kv_size)]
+    caches = [batch_cache_for(c, padding, kv_class) for c in single_caches(model, max_kv_size)]
+    return share_uploads(caches)
+
+
+def leaves(caches: Sequence) -> Iterator:
+    """Every cache of a layer list, a ``CacheList``'s or ``BatchList``'s parts in place
+    of the list (the one walker over them)."""
+    for c in caches:
+        if isinstance(c, (BatchList, CacheList)):
+            yield from leaves(c.caches)
+        else:
+            yield c
+
+
+def share_uploads(caches: list) -> list:
+    """Give the layers of one batch one ``RowUploads`` per cache class and vector, so a
+    step uploads each vector once, not once per layer (``rowints.py``). Returns ``caches``."""
+    shared: dict[tuple[type, str], RowUploads] = {}
+    for c in leaves(caches):
+        for name, ints in vars(c).items():
+            if isinstance(ints, RowInts):
+                ints.uploads = shared.setdefault((type(c), name), RowUploads())
+    return caches
 
 
 def merge_rows(rows: Sequence):
@@ -98,14 +119,14 @@ def merge_rows(rows: Sequence):
         return BatchRing.merge(rows)
     if kind is ArraysCache:
         return BatchState.merge(rows)
-    if kind is CacheList:
-        return BatchList.merge(rows)
+    if kind is CacheList:  # part i of the batch list merges part i of every row
+        return BatchList(*(merge_rows(list(parts)) for parts in zip(*(c.caches for c in rows))))
     raise ValueError(f"{kind.__name__} does not support batching with history (no merge)")
 
 
 def merge_layers(per_row: Sequence[Sequence]) -> list:
     """Batch caches from each row's list of per-layer single caches (row order kept)."""
-    return [merge_rows(list(layer)) for layer in zip(*per_row)]
+    return share_uploads([merge_rows(list(layer)) for layer in zip(*per_row)])
 
 
 def filter_layers(caches: list, keep: Sequence[int]) -> list:
@@ -145,10 +166,7 @@ def finalize_layers(caches: list) -> None:
 def layer_state(caches: Sequence) -> list[mx.array]:
     """Every array the caches hold, for ``mx.eval`` after a forward."""
     out = []
-    for c in caches:
-        if isinstance(c, BatchList):
-            out += layer_state(c.caches)
-            continue
+    for c in leaves(caches):
         for x in c.state:
             if isinstance(x, mx.array):
                 out.append(x)

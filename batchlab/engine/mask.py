@@ -45,8 +45,8 @@ def causal_mask(
     is ``[[F T T T]], [[T T T T]], [[F F T T]]``.
 
     Host ints (the engine's caches keep them in numpy) build the mask in numpy and upload
-    it once: at decode that is one small copy instead of ~7 lazy ops per step. The bools
-    and the shape are the same either way.
+    it once: at decode that is one small copy instead of a handful of lazy ops per step.
+    The bools and the shape are the same either way.
     """
     if isinstance(left_padding, mx.array) or isinstance(right_padding, mx.array):
         return _causal(mx, N, offset, left_padding, window, right_padding)
@@ -62,10 +62,10 @@ class DecodeMasks:
 
     At N = 1 the one query sees every key causally, so the mask over keys ``0 .. offset``
     is ``j >= left_padding[b]``, and a step only adds a column. Building it in numpy
-    every step cost ~50 us of a 2-layer llama step's ~250 us forward build on the GPU
-    code path (half a dozen numpy calls between the model's op building; BatchGenerator
-    built in ~190 us). A slice uploads the same bools into the same contiguous
-    (B, 1, 1, offset + 1) array ``causal_mask`` makes.
+    every step put half a dozen numpy calls between the model's op building, which the
+    forward build of a small model feels (``docs/performance.md``). A slice uploads the
+    same bools into the same contiguous (B, 1, 1, offset + 1) array ``causal_mask``
+    makes.
 
     The memo is keyed by the identity of the cache's read-only left-padding array, which
     it holds (so the id is never reused); any change to the padding is a new array."""

@@ -30,38 +30,26 @@ import mlx.core as mx
 import numpy as np
 from mlx_lm.models.cache import RotatingKVCache
 
-from batchlab.engine.kv import (
-    STEP,
-    BatchKV,
-    RowInts,
-    extend_aligned,
-    host_ints,
-    roll_rows,
-    take_rows,
-)
-from batchlab.engine.mask import DecodeMasks, ring_mask
+from batchlab.engine.kv import LeftPaddedKV, extend_aligned, roll_rows, take_rows
+from batchlab.engine.mask import ring_mask
+from batchlab.engine.rowints import RowIntsAttribute, host_ints
 from batchlab.engine.single import ring_row, ring_temporal
 
 
-class BatchRing:
+class BatchRing(LeftPaddedKV):
     """Sliding-window batch KV cache of ``max_size`` columns (keep = 0)."""
 
-    step = STEP
-    offset = RowInts()
-    left_padding = RowInts()
+    offset = RowIntsAttribute()
+    left_padding = RowIntsAttribute()
+    STATE_FIELDS = (*LeftPaddedKV.STATE_FIELDS, "max_size", "_offset", "_idx", "rotated")
 
     def __init__(self, max_size: int, left_padding: Sequence[int]):
-        self.keys: mx.array | None = None
-        self.values: mx.array | None = None
-        self.left_padding = left_padding
-        self.offset = -self.left_padding_host
+        super().__init__(left_padding)  # _idx: ring pointer (decode) or columns (prefill)
         self.max_size = max_size
-        self._idx = 0  # ring pointer (decode) or number of columns (prefill)
         self._offset = 0  # columns ever written, padding included
         self.rotated = False
         # absolute lengths of right-padded prompts, so padding never evicts real keys
         self._lengths: np.ndarray | None = None
-        self._decode_masks = DecodeMasks()
 
     # -- the protocol the models speak ----------------------------------------------
 
@@ -88,7 +76,7 @@ class BatchRing:
                 self.values = self.values[..., trim:, :]
             self.keys = mx.concatenate([self.keys, keys], axis=2)
             self.values = mx.concatenate([self.values, values], axis=2)
-        type(self).offset.shift(self, n)
+        self.offset_ints.shift(n)
         self._offset += n
         self._idx = self.keys.shape[2]
         return self.keys, self.values
@@ -110,11 +98,11 @@ class BatchRing:
         if self._idx == self.max_size:
             self.rotated, self._idx = True, 0
         if self.rotated:  # this write evicts every row's oldest column
-            type(self).left_padding.shift(self, -1)
+            self.left_padding_ints.shift(-1)
         self.keys[..., self._idx : self._idx + 1, :] = keys
         self.values[..., self._idx : self._idx + 1, :] = values
         self._offset += 1
-        type(self).offset.shift(self, 1)
+        self.offset_ints.shift(1)
         self._idx += 1
         return self.keys_and_values()
 
@@ -136,7 +124,7 @@ class BatchRing:
     def make_mask(self, N: int, window_size: int | None = None, return_array: bool = False):
         """An array (B, 1, N, min(max_size-1, _offset)+N), as mlx-lm's (``mask.ring_mask``),
         except a decode mask that hides nothing, dropped where that cannot change a bit
-        (``BatchKV.drops_all_true_decode_mask``: the CPU backend)."""
+        (``LeftPaddedKV.drops_all_true_decode_mask``: the CPU backend)."""
         return ring_mask(
             N,
             max_size=self.max_size,
@@ -146,33 +134,12 @@ class BatchRing:
             left_padding=self.left_padding_host,
             window=window_size,
             all_true_as_none=not return_array and self.drops_all_true_decode_mask(),
-            left_padding_max=type(self).left_padding.bounds(self)[1],
+            left_padding_max=self.left_padding_ints.bounds()[1],
             decode_masks=self._decode_masks,
         )
 
-    drops_all_true_decode_mask = staticmethod(BatchKV.drops_all_true_decode_mask)
-
-    @property
-    def state(self):
-        return (
-            *(self.keys, self.values, self.offset, self.left_padding),
-            *(self.max_size, self._offset, self._idx, self.rotated),
-        )
-
-    @state.setter
-    def state(self, v) -> None:
-        self.keys, self.values, self.offset, self.left_padding = v[:4]
-        self.max_size, self._offset, self._idx, self.rotated = v[4:]
-
     def size(self) -> int:
         return min(self._offset, self.max_size)
-
-    def empty(self) -> bool:
-        return self.keys is None
-
-    @property
-    def nbytes(self) -> int:
-        return 0 if self.keys is None else self.keys.nbytes + self.values.nbytes
 
     def is_trimmable(self) -> bool:
         return self._offset < self.max_size
@@ -210,10 +177,7 @@ class BatchRing:
 
     def prepare(self, *, left_padding=None, lengths=None, right_padding=None) -> None:
         if left_padding is not None:
-            if self.keys is not None:
-                raise ValueError("left padding can only be added to an empty BatchRing")
-            self.left_padding = self.left_padding_host + host_ints(left_padding)
-            self.offset = self.offset_host - host_ints(left_padding)
+            self._add_left_padding(left_padding)
         if right_padding is not None and max(right_padding) > 0:
             self._lengths = host_ints(lengths) + self.offset_host
 
@@ -264,23 +228,13 @@ class BatchRing:
         if any(c.max_size != max_size for c in caches):
             raise ValueError("BatchRing can only merge caches with the same max_size")
         sizes = [c.size() for c in caches]
-        width = max(sizes)
-        if width == 0:
+        cache = cls._merged(
+            sizes,
+            lambda i, s: (ring_temporal(caches[i], caches[i].keys)[..., -s:, :],
+                          ring_temporal(caches[i], caches[i].values)[..., -s:, :]),
+            lambda pads: cls(max_size, pads))
+        if cache is None:
             return cls(max_size, [0] * len(caches))
-        full = [c for c in caches if c.keys is not None]
-        H = max(c.keys.shape[1] for c in full)
-        Dk = max(c.keys.shape[3] for c in full)
-        Dv = max(c.values.shape[3] for c in full)
-        pads = [width - s for s in sizes]
-        keys = mx.zeros((len(caches), H, width, Dk), full[0].keys.dtype)
-        values = mx.zeros((len(caches), H, width, Dv), full[0].keys.dtype)
-        for i, (p, s, c) in enumerate(zip(pads, sizes, caches)):
-            if c.keys is not None and s > 0:
-                keys[i : i + 1, :, p : p + s] = ring_temporal(c, c.keys)[..., -s:, :]
-                values[i : i + 1, :, p : p + s] = ring_temporal(c, c.values)[..., -s:, :]
-        cache = cls(max_size, pads)
-        cache.keys, cache.values = keys, values
         cache.offset = [c.offset for c in caches]
-        cache._idx = cache._offset = width
+        cache._idx = cache._offset = max(sizes)
         return cache
-

@@ -1,7 +1,8 @@
 """Sampling: greedy exactly as the oracle computes it, mlx-lm's filter chain, two key rules.
 
-Greedy is ``argmax`` over the log-probabilities (not over the raw logits: in random bf16
-models the two differ in ~5% of steps, FACTS.md), first index on ties.
+Greedy is ``argmax`` over the log-probabilities (not over the raw logits: in bf16 the
+subtraction rounds distinct logits onto one logprob, so the two part on flat
+distributions), first index on ties.
 
 At temperature > 0 the logprobs go through mlx-lm's ``make_sampler`` chain, op for op,
 because the gate compares sampled tokens bit for bit: top-p, then min-p, then top-k, each

@@ -42,8 +42,13 @@ from batchlab.engine.config import MLX_LM_DEFAULTS, ScheduleConfig
 from batchlab.engine.kv import BatchKV
 from batchlab.engine.sampler import GREEDY, BatchSampler, SamplingParams, sample_rows
 
+# BatchGenerator frees MLX's buffer cache every 512 decode steps of its lifetime. The
+# engine frees at the same points: on CUDA the bits of some kernels depend on where
+# buffers land, so allocation must follow the oracle's (see ``prefill``).
+CLEAR_CACHE_EVERY = 512
 
-@dataclass(slots=True, kw_only=True)  # not frozen: a frozen init costs ~3x, B times a step
+
+@dataclass(slots=True, kw_only=True)  # not frozen: a frozen init is slower, B times a step
 class Emission:
     """A token a row emitted. ``logprobs`` is the (V,) vector it was sampled from,
     sliced from the step's (B, V) array only if someone reads it."""
@@ -74,6 +79,7 @@ class Scheduler:
         self.queue: list[Sequence] = []
         self.prompt = PromptBatch()
         self.decode = DecodeBatch()
+        self.num_decode_steps = 0
 
     @property
     def num_active(self) -> int:
@@ -99,7 +105,12 @@ class Scheduler:
 
     def step(self) -> list[Emission]:
         with mx.stream(engine_stream()):
-            emitted = self._decode_step() if len(self.decode) else []
+            emitted = []
+            if len(self.decode):
+                emitted = self._decode_step()
+                self.num_decode_steps += 1
+                if self.num_decode_steps % CLEAR_CACHE_EVERY == 0:
+                    mx.clear_cache()  # where BatchGenerator frees: see CLEAR_CACHE_EVERY
             if len(self.decode) >= self.max_decoding:
                 return emitted
             self._admit()
@@ -181,9 +192,9 @@ class Scheduler:
 @functools.cache
 def engine_stream() -> mx.Stream:
     """The stream the engine computes on: mlx-lm's ``generation_stream`` (a public
-    helper, not a batch cache), as its own loops use. Measured on the CPU backend: the
-    default stream is ~5% slower per decode step at B=1, and a stream of our own beside
-    mlx-lm's (one more CPU worker thread) slowed every engine in the process by ~30%."""
+    helper, not a batch cache), as its own loops use. On the CPU backend the default
+    stream is slower per decode step, and a stream of our own beside mlx-lm's (one more
+    CPU worker thread) slows every engine in the process."""
     from mlx_lm.generate import generation_stream
 
     return generation_stream

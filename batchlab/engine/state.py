@@ -25,19 +25,22 @@ import mlx.core as mx
 import numpy as np
 from mlx_lm.models.cache import ArraysCache, CacheList
 
-from batchlab.engine.kv import BatchKV, RowInts, as_rows, host_ints
+from batchlab.engine.kv import LeftPaddedKV, as_rows
 from batchlab.engine.mask import all_true, ssm_keeps_every_step, ssm_mask
+from batchlab.engine.rowints import RowInts, RowIntsAttribute, host_ints
 from batchlab.engine.single import list_row, state_row
 
 
 class BatchState:
     """Per-row state arrays of a state-space or conv layer (``ArraysCache`` semantics)."""
 
-    left_padding = RowInts(optional=True)
-    lengths = RowInts(optional=True)
+    left_padding = RowIntsAttribute()
+    lengths = RowIntsAttribute()
 
     def __init__(self, size: int, left_padding: Sequence[int] | None = None):
         self.cache: list[mx.array | None] = [None] * size
+        self.left_padding_ints = RowInts("BatchState.left_padding", optional=True)
+        self.lengths_ints = RowInts("BatchState.lengths", optional=True)
         # as ArraysCache: an empty list means no padding tracked at all
         has_padding = left_padding is not None and len(left_padding) > 0
         self.left_padding = list(left_padding) if has_padding else None
@@ -69,7 +72,7 @@ class BatchState:
 
     def make_mask(self, N: int) -> mx.array | None:
         """mlx-lm's mask (``mask.ssm_mask``), except a decode step's that keeps every row,
-        dropped where that cannot change a bit (``BatchKV.drops_all_true_decode_mask``:
+        dropped where that cannot change a bit (``LeftPaddedKV.drops_all_true_decode_mask``:
         the CPU backend, where the models apply it with plain selects and products)."""
         drop = N == 1 and self.drops_all_true_decode_mask()
         rows = self._rows_if_every_step_kept(N)
@@ -80,21 +83,21 @@ class BatchState:
     def _rows_if_every_step_kept(self, N: int) -> int | None:
         """B when ``ssm_mask`` would keep every step of every row (from the memoized
         extremes of the tracked ints), else None (also when nothing is tracked)."""
-        lp, lengths = type(self).left_padding, type(self).lengths
-        tracked = [ints for ints in (lp, lengths) if ints.is_set(self)]
+        lp, lengths = self.left_padding_ints, self.lengths_ints
+        tracked = [ints for ints in (lp, lengths) if ints.is_set]
         if not tracked:
             return None
-        lp_max = lp.bounds(self)[1] if lp.is_set(self) else None
-        lengths_min = lengths.bounds(self)[0] if lengths.is_set(self) else None
+        lp_max = lp.bounds()[1] if lp.is_set else None
+        lengths_min = lengths.bounds()[0] if lengths.is_set else None
         if not ssm_keeps_every_step(N, lp_max, lengths_min):
             return None
-        return tracked[0].rows(self)
+        return len(tracked[0])
 
-    drops_all_true_decode_mask = staticmethod(BatchKV.drops_all_true_decode_mask)
+    drops_all_true_decode_mask = staticmethod(LeftPaddedKV.drops_all_true_decode_mask)
 
     def advance(self, N: int) -> None:
-        type(self).lengths.shift(self, -N)  # no-ops where not tracked
-        type(self).left_padding.shift(self, -N)
+        self.lengths_ints.shift(-N)  # no-ops where not tracked
+        self.left_padding_ints.shift(-N)
 
     def prepare(self, *, left_padding=None, lengths=None, right_padding=None) -> None:
         """``lengths`` of a right-padded prefill. ``left_padding`` is ADDED to the
@@ -211,13 +214,6 @@ class BatchList:
 
     def extract(self, idx: int) -> CacheList:
         return list_row([c.extract(idx) for c in self.caches])
-
-    @classmethod
-    def merge(cls, caches: Sequence[CacheList]) -> BatchList:
-        from batchlab.engine.layers import merge_rows  # layers imports this module
-
-        columns = zip(*(c.caches for c in caches))  # layer part i of every row
-        return cls(*(merge_rows(list(rows)) for rows in columns))
 
     def prepare(self, **kwargs) -> None:
         for c in self.caches:

@@ -4,6 +4,9 @@ Both sides must carry full logprob vectors (``Step.values``: a live oracle run).
 compared while the rows' tokens agree: after a row's first differing token the two runs
 condition on different text and a distance says nothing more; ``same_top1`` counts that
 first differing step as a miss.
+
+The gate a lab path must pass when it is not bit-exact (``KLGate``) and its one
+tolerance live here too, beside the statistics they judge.
 """
 
 from __future__ import annotations
@@ -32,6 +35,19 @@ class KLStats:
 
     def as_dict(self) -> dict:
         return asdict(self)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class KLGate:
+    """Pass a non-exact lab cell when its statistics against the oracle stay inside."""
+
+    max_kl: float  # nats, worst single step of any row
+    min_same_top1: float  # share of compared steps whose argmax agrees
+
+
+# The one tolerance of the lab paths (fast, compiled) where they are not bit-exact; the
+# path registry (``batchlab.engine.paths``) names which paths it judges. l1 has none.
+LAB_KL_GATE = KLGate(max_kl=1e-3, min_same_top1=0.99)
 
 
 def normalized(logprobs: np.ndarray) -> np.ndarray:

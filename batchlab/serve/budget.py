@@ -21,6 +21,8 @@ import mlx.core as mx
 from mlx import nn
 from mlx_lm.models.cache import KVCache, RotatingKVCache, make_prompt_cache
 
+from batchlab.engine.layers import leaves
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RowCost:
@@ -43,7 +45,7 @@ def measure_row_cost(model: nn.Module) -> RowCost:
     caches = make_prompt_cache(model)
     mx.eval(model(mx.array([[0]]), cache=caches))
     per_token, rings, fixed = 0, [], 0
-    for cache in _leaves(caches):
+    for cache in leaves(caches):
         if isinstance(cache, (KVCache, RotatingKVCache)):
             if cache.keys is None:  # a layer that reads another layer's KV (shared KV)
                 continue
@@ -56,11 +58,3 @@ def measure_row_cost(model: nn.Module) -> RowCost:
             fixed += sum(a.nbytes for a in getattr(cache, "cache", []) if a is not None)
     return RowCost(per_token=per_token, window_per_token=tuple(rings), fixed=fixed)
 
-
-def _leaves(caches):
-    for cache in caches:
-        inner = getattr(cache, "caches", None)  # CacheList: several caches in one layer
-        if inner is not None:
-            yield from _leaves(inner)
-        else:
-            yield cache

@@ -18,7 +18,8 @@ def add_serve_parser(sub) -> None:
     p = sub.add_parser("serve", help="serve a model over an OpenAI-compatible HTTP API",
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", required=True, help="zoo name or mlx-lm model directory")
-    p.add_argument("--path", default="l1", help="engine path: l1 (default), fast, compiled")
+    p.add_argument("--path", default="l1",
+                   help="engine path: l1 (default), fast, compiled (batchlab/engine/paths.py)")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8000, help="port (default 8000; 0 = any)")
     p.add_argument("--max-batch", type=int, default=32, help="most rows decoding at once")
@@ -30,22 +31,20 @@ def add_serve_parser(sub) -> None:
 def start_server(model_name: str, *, path: str = "l1", host: str = "127.0.0.1",
                  port: int = 0, max_batch: int = 32, kv_budget: int | None = None):
     """Load the model, start the engine thread and bind the server (not yet serving:
-    call ``serve_forever``). Raises ValueError for a bad model, path or setting."""
-    from batchlab.engine.paths import PATHS
+    call ``serve_forever``). Raises ValueError for a bad model, path or setting
+    (``Unsupported``, a ValueError, for a path that is unknown or refuses the model)."""
+    from batchlab.engine.paths import resolve_path
     from batchlab.serve.engine import ServeEngine
     from batchlab.serve.http import OpenAIServer
     from batchlab.zoo import load
     from batchlab.zoo.load import vocab_size
     from batchlab.zoo.text import tokenizer_for
 
-    if path not in PATHS:
-        raise ValueError(f"unknown path {path!r}; known: {', '.join(PATHS)}")
+    resolve_path(path)  # an unknown name fails before the model loads
     loaded = load(model_name)
-    refusal = PATHS[path].refuses(loaded.model)
-    if refusal:
-        raise ValueError(f"path {path!r} cannot serve {loaded.name}: {refusal}")
+    engine_path = resolve_path(path, loaded.model, model_name=loaded.name, use="serve")
     tokenizer = tokenizer_for(model_name)
-    engine = ServeEngine(loaded.model, scheduler_class=PATHS[path].scheduler,
+    engine = ServeEngine(loaded.model, scheduler_class=engine_path.scheduler,
                          max_batch=max_batch, kv_budget=kv_budget,
                          vocab_size=vocab_size(loaded.model),
                          stop_ids=frozenset(getattr(tokenizer, "eos_token_ids", None) or ()))

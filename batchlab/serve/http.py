@@ -220,7 +220,7 @@ class _Reply:
 
     def whole(self) -> dict:
         text, finish = [], None
-        for _, piece, finish in self.events():
+        for _, piece, finish in self.events():  # noqa: B007 - the last finish is read below
             text.append(piece)
         return {**self._head("chat.completion" if self.chat else "text_completion"),
                 "choices": [self._choice(self.ids, "".join(text), finish, whole=True)],

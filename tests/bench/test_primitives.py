@@ -152,7 +152,7 @@ def test_offset_upload(benchmark, batch):
 @pytest.mark.parametrize("batch", SIZES)
 def test_split_logprobs(benchmark, batch):
     """``list(logprobs)``: the per-row (V,) views BatchGenerator makes every step (the l1
-    scheduler keeps one (B, V) array since 3d83f86; this is the cost it saved)."""
+    scheduler keeps one (B, V) array; this is the cost it saves)."""
     logprobs = mx.random.normal((batch, 128256)).astype(mx.bfloat16)
     mx.eval(logprobs)
     assert len(benchmark(list, logprobs)) == batch

@@ -142,11 +142,14 @@ class Pair:
                 c.prepare(lengths=lengths, right_padding=padding)
             self.check(f"prepare({lengths})")
         for n in chunks(width, chunk):
-            self.forward(n, windows)
+            self.prefill_chunk(n, windows)
         if max(padding) > 0:
             self.ours.finalize()
             self.theirs.finalize()
             self.check("finalize")
+
+    def prefill_chunk(self, n: int, windows) -> None:
+        self.forward(n, windows)
 
     def filter(self, keep: list[int]) -> None:
         self.ours.filter(keep)
@@ -668,19 +671,8 @@ class StatePair(Pair):
     def batch(self) -> int:
         return self.theirs.batch_size
 
-    def prefill(self, lengths: list[int], chunk: int, windows=None) -> None:
-        width = max(lengths)
-        padding = [width - n for n in lengths]
-        if max(padding) > 0:
-            for c in (self.ours, self.theirs):
-                c.prepare(lengths=lengths, right_padding=padding)
-            self.check(f"prepare({lengths})")
-        for n in chunks(width, chunk):
-            state_forward(self, n)
-        if max(padding) > 0:
-            self.ours.finalize()
-            self.theirs.finalize()
-            self.check("finalize")
+    def prefill_chunk(self, n: int, windows) -> None:
+        state_forward(self, n)
 
 
 def new_state(B: int, rng) -> StatePair:
@@ -751,10 +743,11 @@ def test_cache_list_matches_mlx_lm():
 def test_decode_offsets_are_shared_by_every_layer_and_stay_exact(adds_on_device, monkeypatch):
     """``RowInts.shift``: the host only counts, every layer of a step ends up holding one
     device array, and host and device agree after any mix of reads, shifts and sets."""
-    from batchlab.engine import kv as kv_module
+    from batchlab.engine import rowints
 
-    monkeypatch.setattr(kv_module, "_adds_offsets_on_device", lambda: adds_on_device)
-    caches = [BatchKV([1, 0]) for _ in range(3)]  # equal ints in distinct arrays
+    monkeypatch.setattr(rowints, "_adds_offsets_on_device", lambda: adds_on_device)
+    # equal ints in distinct arrays, one batch's layers (sharing one RowUploads)
+    caches = layers.share_uploads([BatchKV([1, 0]) for _ in range(3)])
     for c in caches:
         _ = c.offset  # read, as RoPE does
     kv = mx.zeros((2, 1, 1, 4))
@@ -775,11 +768,11 @@ def test_decode_offsets_are_shared_by_every_layer_and_stay_exact(adds_on_device,
 
 def test_padding_check_follows_every_set():
     c = BatchKV([0, 0])
-    assert not BatchKV.left_padding.any_nonzero(c)
+    assert not c.left_padding_ints.any_nonzero()
     c.left_padding = [0, 2]
-    assert BatchKV.left_padding.any_nonzero(c)
+    assert c.left_padding_ints.any_nonzero()
     c.left_padding = c.left_padding_host - np.array([0, 2])
-    assert not BatchKV.left_padding.any_nonzero(c)
+    assert not c.left_padding_ints.any_nonzero()
 
 
 @pytest.mark.parametrize("drops", [True, False])  # the CPU backend's way, GPUs'

@@ -39,7 +39,10 @@ def test_seeded_row_samples_the_same_tokens_at_any_batch_size(params):
 
 def test_filters_keep_exactly_the_expected_tokens():
     logprobs = mx.log(mx.array([[0.5, 0.25, 0.15, 0.1]]))
-    kept = lambda p: (filtered_logits(logprobs, p) > -float("inf")).tolist()[0]
+
+    def kept(p):
+        return (filtered_logits(logprobs, p) > -float("inf")).tolist()[0]
+
     assert kept(SamplingParams(temperature=1.0, top_k=2)) == [True, True, False, False]
     assert kept(SamplingParams(temperature=1.0, top_p=0.7)) == [True, True, False, False]
     assert kept(SamplingParams(temperature=1.0, min_p=0.35)) == [True, True, False, False]

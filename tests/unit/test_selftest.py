@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import pytest
 
-from batchlab.cli import DEFAULT_GOLDENS, DEFAULT_MATRIX
-from batchlab.engine.kv import BatchKV, RowInts
+from batchlab.defaults import DEFAULT_GOLDENS, DEFAULT_MATRIX
+from batchlab.engine.kv import BatchKV
 from batchlab.engine.ring import BatchRing
+from batchlab.engine.rowints import RowIntsAttribute
 from batchlab.engine.scheduler import Scheduler
 from batchlab.matrix.evaluate import Reference, evaluate_cell
 from batchlab.matrix.spec import load_matrix
@@ -70,7 +71,7 @@ def test_engine_is_unpatched_after_the_selftest(selftest):
 
     _, before = selftest
     assert changed(before) == []
-    assert isinstance(vars(BatchKV)["offset"], RowInts)
+    assert isinstance(vars(BatchKV)["offset"], RowIntsAttribute)
     # the memoised e4b instance: its shared layers read layers 0 (sliding) and 1 (full)
     assert load("gemma4-e4b").model.model.previous_kvs == [0, 1, 0, 1]
     ref = Reference(matrix="matrices/default.toml", goldens=DEFAULT_GOLDENS)

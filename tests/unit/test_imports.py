@@ -1,0 +1,206 @@
+"""The import graph of the batchlab package: no cycles, and layers that point one way.
+
+Read from the source (``ast``), not by importing: a cycle that Python happens to resolve
+at import time (because one side imports lazily, or in a lucky order) still counts when
+both imports run at module level. Function-level (lazy) imports are left out of the
+cycle check, since they run after every module is loaded; the layer rules read them too.
+
+    python tests/unit/test_imports.py     # prints the modules each layer imports
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[2] / "batchlab"
+
+# Layers, lowest first. A layer may import itself and the layers named in ALLOWED.
+BASE = ("trajectory", "backend", "atomic", "display", "defaults")
+ALLOWED = {
+    **{m: set() for m in BASE},
+    "lab": {*BASE},
+    "zoo": {*BASE},
+    "engine": {*BASE, "lab"},
+    "serve": {*BASE, "lab", "zoo", "engine"},
+    "bench": {*BASE, "lab", "zoo", "engine"},
+}
+# Edges that break a rule today, each with who removes it. The test fails when one of
+# them disappears without being struck from this list, so the list cannot go stale.
+KNOWN = {
+    # run_cell and the script driver move to the harness: moved by the lead
+    ("batchlab.engine.run", "batchlab.matrix"),
+    ("batchlab.engine.run", "batchlab.matrix.cell"),
+    ("batchlab.engine.run", "batchlab.matrix.drive"),
+    ("batchlab.engine.run", "batchlab.zoo"),
+    ("batchlab.engine.run", "batchlab.zoo.load"),
+    # still import shown / DEFAULT_* from batchlab.cli (re-exported there); the lead
+    # switches them to batchlab.display / batchlab.defaults
+    ("batchlab.matrix.commands", "batchlab.cli"),
+    ("batchlab.golden.commands", "batchlab.cli"),
+    ("batchlab.golden.check", "batchlab.cli"),
+    ("batchlab.selftest.run", "batchlab.cli"),
+}
+
+
+def module_files() -> dict[str, Path]:
+    out = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        out[".".join(parts)] = path
+    return out
+
+
+MODULES = module_files()
+
+
+def _target(name: str) -> str | None:
+    """The batchlab module an imported dotted name loads (its longest known prefix)."""
+    while name:
+        if name in MODULES:
+            return name
+        name = name.rpartition(".")[0]
+    return None
+
+
+def _top_level(body: list[ast.stmt]):
+    """Statements that run when the module is imported (top-level ``if``/``try``
+    blocks included, ``if TYPE_CHECKING:`` not)."""
+    for node in body:
+        if isinstance(node, ast.If):
+            if "TYPE_CHECKING" not in ast.unparse(node.test):
+                yield from _top_level(node.body + node.orelse)
+        elif isinstance(node, ast.Try):
+            yield from _top_level(node.body + node.orelse + node.finalbody
+                                  + [s for h in node.handlers for s in h.body])
+        else:
+            yield node
+
+
+def imports_of(module: str, *, lazy: bool) -> set[str]:
+    """The batchlab modules ``module`` imports: at module level, or (``lazy``) anywhere."""
+    tree = ast.parse(MODULES[module].read_text())
+    nodes = ast.walk(tree) if lazy else _top_level(tree.body)
+    names = []
+    for node in nodes:
+        if isinstance(node, ast.Import):
+            names += [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                raise AssertionError(f"{module}: use absolute imports (batchlab.x), not relative")
+            names += [f"{node.module}.{a.name}" for a in node.names]
+    out = {t for t in map(_target, names) if t is not None and t != module}
+    # importing batchlab.a.b runs batchlab/a/__init__.py first
+    for t in list(out):
+        parent = t.rpartition(".")[0]
+        while parent and parent != "batchlab":
+            if parent != module and not module.startswith(parent + "."):
+                out.add(parent)
+            parent = parent.rpartition(".")[0]
+    return out
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan)."""
+    index, low, stack, on_stack, found = {}, {}, [], set(), []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def layer(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "batchlab"
+
+
+def test_the_reader_tells_module_level_imports_from_lazy_ones():
+    """serve/cli.py imports the engine's path registry only inside ``start_server``."""
+    assert "batchlab.engine.paths" in imports_of("batchlab.serve.cli", lazy=True)
+    assert "batchlab.engine.paths" not in imports_of("batchlab.serve.cli", lazy=False)
+    # importing batchlab.zoo.load runs batchlab/zoo/__init__.py first
+    assert {"batchlab.zoo", "batchlab.zoo.load"} <= imports_of("batchlab.serve.cli", lazy=True)
+
+
+def test_cycles_are_found():
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_import_cycle_among_batchlab_modules():
+    graph = {m: imports_of(m, lazy=False) for m in MODULES}
+    assert cycles(graph) == []
+
+
+def _edges() -> set[tuple[str, str]]:
+    return {(m, t) for m in MODULES for t in imports_of(m, lazy=True)}
+
+
+def test_layers_import_only_downward():
+    broken = set()
+    for module, target in _edges():
+        allowed = ALLOWED.get(layer(module))
+        if allowed is not None and layer(target) != layer(module) and layer(target) not in allowed:
+            broken.add((module, target))
+    assert sorted(broken - KNOWN) == []
+
+
+def test_only_the_entry_point_imports_the_cli():
+    """Commands' shared constants live in batchlab.defaults and batchlab.display."""
+    importers = {(m, t) for m, t in _edges() if t == "batchlab.cli" and m != "batchlab.__main__"}
+    assert sorted(importers - KNOWN) == []
+
+
+def test_known_exceptions_still_exist():
+    """Strike an exception from KNOWN when its edge is gone."""
+    assert sorted(KNOWN - _edges()) == []
+
+
+@pytest.mark.parametrize("name", sorted(ALLOWED))
+def test_every_layer_named_in_the_rules_exists(name: str):
+    assert any(layer(m) == name for m in MODULES), f"no module in layer {name}: fix ALLOWED"
+
+
+def layer_table() -> dict[str, list[str]]:
+    """Per layer, the other layers' modules it imports (lazy imports included)."""
+    table = defaultdict(set)
+    for module, target in _edges():
+        if layer(target) != layer(module):
+            table[layer(module)].add(target)
+    # a package shown only where none of its modules is (its __init__ runs either way)
+    return {k: sorted(t for t in v if not any(u.startswith(t + ".") for u in v))
+            for k, v in sorted(table.items())}
+
+
+if __name__ == "__main__":
+    for name, targets in layer_table().items():
+        print(f"{name} -> {', '.join(t.removeprefix('batchlab.') for t in targets)}")
+    sys.exit(0)
