@@ -122,7 +122,7 @@ def _check_unique(cells: list[Cell], where: str) -> None:
 
 def _table(value, where: str) -> dict:
     if not isinstance(value, dict):
-        raise ValueError(f"{where} must be a table, got {type(value).__name__}")  # noqa: TRY004 - the CLI reports ValueErrors
+        raise ValueError(f"{where} must be a table, got {type(value).__name__}")
     return value
 
 
@@ -319,7 +319,7 @@ def _prompt(model: str, name: str, value, where: str) -> tuple[int, ...]:
 
         ids = tuple(encode_text(model, value))
     else:
-        raise ValueError(f"{where}: {what} must be ids, text or {{length, seed}}")  # noqa: TRY004
+        raise ValueError(f"{where}: {what} must be ids, text or {{length, seed}}")
     if not ids:
         raise ValueError(f"{where}: {what} is empty; a row needs at least one token")
     return ids

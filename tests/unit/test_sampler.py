@@ -2,9 +2,10 @@
 
 import mlx.core as mx
 import pytest
+from mlx_lm import sample_utils
 
 from batchlab.engine.batch import Request
-from batchlab.engine.sampler import RowSampler, SamplingParams, filtered_logits
+from batchlab.engine.sampler import BatchSampler, RowSampler, SamplingParams, filtered_logits
 from batchlab.engine.scheduler import Scheduler
 from batchlab.zoo import load
 
@@ -56,10 +57,6 @@ def test_bad_params_say_what_is_allowed():
 
 # The engine's filter chain against mlx-lm's own (tests may import mlx-lm; the engine may
 # not): the gate compares sampled tokens bit for bit, so the kept sets must be identical.
-from mlx_lm import sample_utils
-
-from batchlab.engine.sampler import BatchSampler
-
 
 def mlx_lm_chain(logprobs, p):
     x = logprobs
