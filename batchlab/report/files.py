@@ -20,6 +20,7 @@ from batchlab.report.table import status_table
 from batchlab.status import Status
 
 JSONL = "results.jsonl"
+PARTIAL_MARK = "**Partial run**"  # summary.md of a run cut short
 
 
 class ResultsLog:
@@ -73,7 +74,7 @@ def write_csv(path: Path, results: list[CellResult]) -> None:
 def write_markdown(path: Path, results: list[CellResult], summary: str, complete: bool) -> None:
     lines = ["# batchlab matrix run", ""]
     if not complete:
-        lines += ["**Partial run**: interrupted; only finished cells are listed.", ""]
+        lines += [f"{PARTIAL_MARK}: interrupted; only finished cells are listed.", ""]
     lines += [f"**{summary}**", ""]
     models, scenarios, cells = status_table(results)
     lines.append("| model | " + " | ".join(scenarios) + " |")
