@@ -42,7 +42,7 @@ def run_command(args, console) -> int:
     start = time.perf_counter()
     mode = "live oracle" if args.live else f"goldens in {shown(args.goldens)}"
     console.print(f"{len(cells)} cells of {shown(args.matrix)} against {mode}, "
-                  f"{args.jobs} worker process(es)", markup=False, highlight=False)
+                  f"{args.jobs} worker(s)", markup=False, highlight=False, soft_wrap=True)
     try:
         with LiveProgress(console, len(cells)) as progress:
 

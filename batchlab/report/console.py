@@ -8,10 +8,10 @@ errors is printed as text, never as rich markup: ``[[cell]] #3`` stays ``[[cell]
 
 from __future__ import annotations
 
+import textwrap
 from collections import Counter, defaultdict
 
 from rich.console import Console
-from rich.padding import Padding
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
@@ -105,10 +105,13 @@ def _column_chunks(width: int, models, scripts, text) -> list[list[str]]:
 
 def print_problems(console: Console, results: list[CellResult], limit: int = 40) -> None:
     """Every failing cell with its first divergence and rerun command; oracle bugs and
-    unsupported cells one line per model (the report folder lists each)."""
+    unsupported cells one example per model (the report folder lists each). Details are
+    indented under their cell and wrapped between words; rerun commands are never wrapped."""
     bad = [r for r in results if r.status.fails_run()]
     for r in bad[:limit]:
-        console.print(_headed(r.status, f"{r.cell_id}: {r.detail}"))
+        console.print(_headed(r.status, r.cell_id))
+        console.print(_indented(r.detail, console.width), markup=False, highlight=False,
+                      soft_wrap=True)
         console.print(f"    rerun: {r.rerun}", markup=False, highlight=False, soft_wrap=True)
     if len(bad) > limit:
         console.print(f"... and {len(bad) - limit} more (see the report)", highlight=False)
@@ -117,9 +120,18 @@ def print_problems(console: Console, results: list[CellResult], limit: int = 40)
         if not r.status.fails_run() and r.status != Status.PASS:
             groups[(r.status, r.model)].append(r)
     for (status, model), rs in groups.items():
-        console.print(_headed(status, f"{model}: {len(rs)} cells, e.g. {rs[0].cell_id}:"))
-        console.print(Padding(Text(rs[0].detail), (0, 0, 0, 4)))
+        console.print(_headed(status, f"{model}: {len(rs)} cells, e.g."))
+        for text in (rs[0].cell_id, rs[0].detail):
+            console.print(_indented(text, console.width), markup=False, highlight=False,
+                          soft_wrap=True)
 
 
 def _headed(status: Status, text: str) -> Text:
     return Text.assemble((str(status), status.style), " ", text)
+
+
+def _indented(text: str, width: int) -> str:
+    """Wrapped at ``width`` with four spaces before every line (a long id stays whole)."""
+    return textwrap.fill(text, width=max(width, 40), initial_indent="    ",
+                         subsequent_indent="    ", break_long_words=False,
+                         break_on_hyphens=False)

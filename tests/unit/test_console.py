@@ -46,11 +46,14 @@ def test_problem_lines_keep_brackets_and_unbroken_rerun_commands():
                              result(Status.ORACLE_BUG, detail="[bold]not markup[/]", cell="o")])
     text = console.file.getvalue()
     lines = text.splitlines()
-    assert "[[cell]] #3" in text.replace("\n", " ")
+    assert "bad [[cell]] #3 of" in " ".join(text.split())
+    assert lines[:2] == ["ERROR l1/gemma2-gqa/B2/equal/static/ctx-short",
+                         "    engine crashed: ValueError: bad [[cell]] #3 of matrices/x.toml: steps must"]
     assert f"    rerun: {RERUN}" in lines  # one line, whatever the width: it is copied
     assert "[bold]not markup[/]" in text
     assert all(len(line) <= 80 for line in lines if not line.startswith("    rerun: "))
-    assert lines[-2] == "ORACLE-BUG gemma2-gqa: 1 cells, e.g. o:"
+    assert lines[-3:] == ["ORACLE-BUG gemma2-gqa: 1 cells, e.g.", "    o",
+                          "    [bold]not markup[/]"]  # indented, no trailing blanks
 
 
 def test_progress_lines_every_25_items_every_10_s_and_at_the_end():
