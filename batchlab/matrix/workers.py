@@ -4,9 +4,12 @@ A cell can take its process down with it (a segfault in native code, an abort, a
 ``os._exit``), e.g. a cache bug that hands MLX an out-of-range index. The supervisor
 knows which cell each worker is running, so when one dies it records that cell as ERROR
 (the signal or exit code, the Python stack faulthandler wrote at the crash, the rerun
-command), starts a fresh worker and goes on; the run still writes every report.
+command), starts a fresh worker and goes on; the run still writes every report. A
+worker that dies before it says it is ready blames no cell: the run stops with
+WorkerStartError (every worker would die the same way).
 
     parent                         worker (spawned, one cell at a time)
+                     <---------    "ready" (imports and initializer done)
     send cell        --------->    evaluate_cell(cell, ref)
     yield result     <---------    send CellResult
     sentinel fires   <---------    dies: ERROR for the cell it held, new worker
@@ -35,6 +38,12 @@ from batchlab.status import Status
 
 # spawn, not fork: MLX keeps threads and device state that do not survive a fork.
 _CONTEXT = multiprocessing.get_context("spawn")
+_READY = "ready"  # a worker's first message: imports and initializer done
+
+
+class WorkerStartError(ValueError):
+    """No worker process could start (an import or the initializer failed): that is no
+    cell's fault, so the run stops here. A ValueError: the CLI prints it as one line."""
 
 
 def _worker_main(conn: Connection, ref: Reference, fault_log: str,
@@ -46,6 +55,7 @@ def _worker_main(conn: Connection, ref: Reference, fault_log: str,
         faulthandler.enable(file=log, all_threads=True)
         if initializer is not None:
             initializer()
+        conn.send(_READY)
         while True:
             try:
                 cell = conn.recv()
@@ -62,6 +72,7 @@ class _Worker:
     conn: Connection
     fault_log: Path
     cell: Cell | None = None  # the cell it is running
+    ready: bool = False  # it said so: a death from now on is its cell's
     model: str | None = None  # the model it ran last (loaded in it)
     since: float = field(default_factory=time.perf_counter)
 
@@ -92,6 +103,8 @@ class WorkerPool:
                     if w.cell is None or not {w.conn, w.process.sentinel} & ready:
                         continue
                     result = self._receive(w)
+                    if isinstance(result, str):  # _READY
+                        continue
                     if result is None:  # it died: its cell is an ERROR, a new one takes over
                         result = self._crash_result(w)
                         workers[i] = self._start()
@@ -122,12 +135,16 @@ class WorkerPool:
             pass
 
     @staticmethod
-    def _receive(worker: _Worker) -> CellResult | None:
+    def _receive(worker: _Worker) -> CellResult | str | None:
+        """The next message (a result, or _READY), or None once the worker is dead."""
         try:
             if worker.conn.poll():
-                result = worker.conn.recv()
+                message = worker.conn.recv()
+                if message == _READY:
+                    worker.ready = True
+                    return message
                 worker.cell = None
-                return result
+                return message
         except (EOFError, OSError):  # died mid-message
             pass
         worker.process.join()
@@ -135,9 +152,12 @@ class WorkerPool:
 
     def _crash_result(self, worker: _Worker) -> CellResult:
         cell, code = worker.cell, worker.process.exitcode
+        how = _death(code)
+        if not worker.ready:
+            raise WorkerStartError(f"a worker process died before it could run a cell ({how}); "
+                                   "its error is printed above (stderr); no cell was blamed")
         worker.cell = None
         worker.conn.close()
-        how = _death(code)
         stack = worker.fault_log.read_text(errors="replace").strip() if \
             worker.fault_log.is_file() else ""
         return CellResult.of(

@@ -91,6 +91,19 @@ def test_every_crashed_cell_is_an_error_in_matrix_order(how, jobs, victims, deat
         assert "no Python stack was written" in results[0].detail
 
 
+def fail_to_start() -> None:
+    raise ImportError("no module named mlx (a broken install)")
+
+
+def test_a_worker_that_cannot_start_blames_no_cell():
+    from batchlab.matrix.workers import WorkerStartError
+
+    seen = []
+    with pytest.raises(WorkerStartError, match=r"died before it could run a cell \(exit code 1\)"):
+        run_cells(FEW, REF, on_result=seen.append, worker_init=fail_to_start)
+    assert seen == []
+
+
 def test_in_process_runs_refuse_what_only_workers_can_do():
     with pytest.raises(ValueError, match="in-process runs have one job"):
         run_cells(CELLS, REF, jobs=2, isolate=False)
