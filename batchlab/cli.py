@@ -95,7 +95,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args, console)
     except ValueError as err:
-        console.print(f"[bold red]error:[/] {err}", highlight=False)
+        from rich.markup import escape  # a message may quote "[[cell]] #3"
+
+        console.print(f"[bold red]error:[/] {escape(str(err))}", highlight=False)
         return 2
     except KeyboardInterrupt:
         console.print("[yellow]interrupted[/]")

@@ -20,7 +20,7 @@ from batchlab.matrix.spec import load_matrix
 def list_command(args, console) -> int:
     cells = select(load_matrix(args.matrix), args.filter, None)
     for cell in cells:
-        console.print(cell.id, highlight=False)
+        console.print(cell.id, markup=False, highlight=False)
     console.print(f"{len(cells)} cells", style="dim")
     return 0
 
@@ -42,7 +42,7 @@ def run_command(args, console) -> int:
     start = time.perf_counter()
     mode = "live oracle" if args.live else f"goldens in {shown(args.goldens)}"
     console.print(f"{len(cells)} cells of {shown(args.matrix)} against {mode}, "
-                  f"{args.jobs} job(s)", highlight=False)
+                  f"{args.jobs} worker(s)", markup=False, highlight=False, soft_wrap=True)
     try:
         with LiveProgress(console, len(cells)) as progress:
 
@@ -64,5 +64,5 @@ def run_command(args, console) -> int:
             print_problems(console, results)
         console.print(f"[bold]{summary}[/]" + ("" if complete else " [yellow](partial)[/]"))
         console.print(f"wall time {time.perf_counter() - start:.1f} s; report: {shown(report)}",
-                      highlight=False)
+                      markup=False, highlight=False)
     return exit_status(results, args.strict)

@@ -11,9 +11,6 @@ from dataclasses import asdict, dataclass
 
 from batchlab.trajectory import Step, Trajectory
 
-STATUSES = ("PASS", "FAIL", "UNSUPPORTED", "ORACLE-BUG", "NO-GOLDEN", "STALE", "ERROR")
-FAILING = frozenset({"FAIL", "ERROR", "STALE", "NO-GOLDEN"})
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Divergence:

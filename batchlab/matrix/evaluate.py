@@ -1,7 +1,16 @@
 """Evaluate one cell: fetch the reference (golden or live oracle), run the engine, compare.
 
 Nothing here raises: every outcome, a crash included, becomes a CellResult, so one bad
-cell never stops a run.
+cell never stops a run (a crash of the process itself is the runner's: see workers.py).
+
+An oracle bug in the golden (mlx-lm's batch mode disagrees with its own serial runs, or
+crashes) does not excuse the engine, which must do what batch mode does:
+
+    batch trajectory in the golden, engine equals it     ORACLE-BUG
+    batch trajectory in the golden, engine differs        FAIL (the divergence)
+    batch trajectory in the golden, engine raises         ERROR
+    batch mode crashed, the engine raises too             ORACLE-BUG
+    batch mode crashed, the engine runs to the end        FAIL (nothing vouches for its bits)
 """
 
 from __future__ import annotations
@@ -15,6 +24,7 @@ from batchlab.golden.store import GoldenError
 from batchlab.matrix.cell import Cell
 from batchlab.matrix.compare import first_divergence
 from batchlab.matrix.result import CellResult
+from batchlab.status import Status
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -36,17 +46,17 @@ def rerun_command(cell: Cell, ref: Reference) -> str:
 def evaluate_cell(cell: Cell, ref: Reference) -> CellResult:
     start = time.perf_counter()
 
-    def result(status: str, detail: str, **kw) -> CellResult:
+    def result(status: Status, detail: str, **kw) -> CellResult:
         return CellResult.of(cell, status=status, detail=detail, rerun=rerun_command(cell, ref),
                              seconds=round(time.perf_counter() - start, 3), **kw)
 
     try:
         golden = _reference(cell, ref)
     except GoldenError as err:
-        status = err.status if err.status in ("NO-GOLDEN", "STALE") else "ERROR"
+        status = err.status if err.status in (Status.NO_GOLDEN, Status.STALE) else Status.ERROR
         return result(status, str(err), tokens=0)
     except Exception as err:  # noqa: BLE001
-        return result("ERROR", f"oracle failed: {type(err).__name__}: {err}", tokens=0,
+        return result(Status.ERROR, f"oracle failed: {type(err).__name__}: {err}", tokens=0,
                       traceback=traceback.format_exc())
 
     from batchlab.engine.run import Unsupported, run_cell
@@ -54,43 +64,52 @@ def evaluate_cell(cell: Cell, ref: Reference) -> CellResult:
     try:
         got = run_cell(cell)
     except Unsupported as err:
-        return result("UNSUPPORTED", str(err), tokens=0)
+        return result(Status.UNSUPPORTED, str(err), tokens=0)
     except Exception as err:  # noqa: BLE001
-        if golden.oracle_bug:
-            return result("ORACLE-BUG", _bug_text(golden.oracle_bug) +
+        if golden.oracle_bug and golden.trajectory is None:
+            return result(Status.ORACLE_BUG, _bug_text(golden.oracle_bug) +
                           f" (the engine raises too: {type(err).__name__}; the broken code is "
                           "the shared model module)", tokens=0)
-        return result("ERROR", f"engine crashed: {type(err).__name__}: {err}", tokens=0,
+        return result(Status.ERROR, f"engine crashed: {type(err).__name__}: {err}", tokens=0,
                       traceback=traceback.format_exc())
 
     order = [r.name for r in cell.rows]
     tokens = sum(len(v) for v in got.rows.values())
-    if golden.oracle_bug:
-        same = (golden.trajectory is not None
-                and first_divergence(golden.trajectory, got, order) is None)
-        note = "engine equals the oracle's batch bits" if same else "engine differs from the oracle"
-        return result("ORACLE-BUG", f"{_bug_text(golden.oracle_bug)} ({note})", tokens=tokens)
+    if golden.oracle_bug and golden.trajectory is None:
+        # The engine must do what mlx-lm's batch mode does; there it crashed, here it ran:
+        # another code path than the oracle's, whose bits nothing vouches for.
+        return result(Status.FAIL, f"{_bug_text(golden.oracle_bug)}; but the engine ran "
+                      f"without crashing ({tokens} tokens): on this path it must behave as "
+                      "mlx-lm's batch mode does, so these bits are not gated", tokens=tokens)
     divergence = first_divergence(golden.trajectory, got, order)
+    if golden.oracle_bug:
+        if divergence is None:
+            return result(Status.ORACLE_BUG, f"{_bug_text(golden.oracle_bug)} (engine equals "
+                          "the oracle's (buggy) batch bits)", tokens=tokens)
+        return _lab_gate(cell, golden, got, divergence, result, tokens,
+                         note=f"engine differs from the oracle's batch bits, which are "
+                              f"self-inconsistent too: {_bug_text(golden.oracle_bug)}")
     if divergence is None:
-        return result("PASS", f"{tokens} tokens bit-exact", tokens=tokens)
+        return result(Status.PASS, f"{tokens} tokens bit-exact", tokens=tokens)
     return _lab_gate(cell, golden, got, divergence, result, tokens)
 
 
-def _lab_gate(cell, golden, got, divergence, result, tokens):
-    """Not bit-exact: FAIL on l1; on a lab path, judge its KL statistics (live only)."""
+def _lab_gate(cell, golden, got, divergence, result, tokens, note: str = ""):
+    """Not bit-exact: FAIL on l1; on a lab path, judge its KL statistics (live only).
+    ``note`` is appended to the detail (an oracle bug the engine did not reproduce)."""
     from batchlab.engine.paths import PATHS
     from batchlab.lab.kl import kl_stats
 
     gate = PATHS[cell.path].kl_gate
-    where = divergence.describe()
+    where = divergence.describe() + (f"; {note}" if note else "")
     if gate is None:
-        return result("FAIL", where, tokens=tokens, divergence=divergence.as_dict())
+        return result(Status.FAIL, where, tokens=tokens, divergence=divergence.as_dict())
     if not _has_values(golden.trajectory):
-        return result("FAIL", f"not bit-exact ({where}); rerun with --live for KL statistics",
+        return result(Status.FAIL, f"not bit-exact ({where}); rerun with --live for KL statistics",
                       tokens=tokens, divergence=divergence.as_dict())
     stats = kl_stats(golden.trajectory, got)
     inside = stats.max_kl <= gate.max_kl and stats.same_top1 >= gate.min_same_top1
-    return result("PASS" if inside else "FAIL",
+    return result(Status.PASS if inside else Status.FAIL,
                   f"not bit-exact ({where}); {stats.describe()}; gate max KL <= "
                   f"{gate.max_kl:g}, same top-1 >= {gate.min_same_top1:.0%}",
                   tokens=tokens, divergence=divergence.as_dict(), kl=stats.as_dict())

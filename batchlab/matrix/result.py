@@ -6,6 +6,7 @@ import json
 from dataclasses import asdict, dataclass
 
 from batchlab.matrix.cell import Cell
+from batchlab.status import Status
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -17,7 +18,7 @@ class CellResult:
     padding: str
     script: str
     context: str
-    status: str
+    status: Status  # given as a Status or its spelling ("ORACLE-BUG"); kept as a Status
     detail: str
     rerun: str
     seconds: float
@@ -25,6 +26,10 @@ class CellResult:
     divergence: dict | None = None
     kl: dict | None = None  # lab paths that are not bit-exact: statistics vs the oracle
     traceback: str | None = None
+
+    def __post_init__(self) -> None:
+        # a spelling read back from results.jsonl becomes the member; a typo raises here
+        object.__setattr__(self, "status", Status(self.status))
 
     @classmethod
     def of(cls, cell: Cell, **kw) -> CellResult:

@@ -1,22 +1,22 @@
-"""Run a list of cells (in-process or on a process pool) and stream results to a report.
+"""Select cells, run them (in worker processes, or in this one) and summarise the results.
 
-Each finished cell is appended to ``results.jsonl`` at once, so a run cut short (Ctrl-C,
-a crash) still leaves a readable record of what finished; the other report files are
-rendered from that file at the end, also after an interrupt.
+Each finished cell is appended to ``results.jsonl`` at once, so a run cut short (Ctrl-C)
+still leaves a readable record of what finished; the other report files are rendered
+from that file at the end, also after an interrupt. A cell that kills its worker process
+is that cell's ERROR and the run goes on (workers.py).
 """
 
 from __future__ import annotations
 
 import fnmatch
-import multiprocessing
 from collections import Counter
 from collections.abc import Callable, Iterable
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 
 from batchlab.matrix.cell import Cell
 from batchlab.matrix.evaluate import Reference, evaluate_cell
 from batchlab.matrix.result import CellResult
+from batchlab.status import Status
 
 
 def select(cells: list[Cell], pattern: str | None, shard: tuple[int, int] | None) -> list[Cell]:
@@ -54,46 +54,41 @@ def run_cells(
     ref: Reference,
     jobs: int = 1,
     on_result: Callable[[CellResult], None] = lambda r: None,
+    isolate: bool = True,
+    worker_init: Callable[[], None] | None = None,
 ) -> list[CellResult]:
-    """Evaluate ``cells``; results come back in matrix order whatever ``jobs`` is."""
+    """Evaluate ``cells``; results come back in matrix order whatever ``jobs`` is, and
+    ``on_result`` sees each as it finishes. ``isolate``: in ``jobs`` worker processes that
+    may crash (the default, also for one job); False: in this process, one after the other
+    (patches made here apply, a crash ends the run). ``worker_init`` runs in each worker
+    before its first cell (picklable; tests use it)."""
     results: dict[str, CellResult] = {}
-    for result in _evaluate_all(cells, ref, jobs):
+    for result in _evaluate_all(cells, ref, jobs, isolate, worker_init):
         results[result.cell_id] = result
         on_result(result)
     return [results[c.id] for c in cells if c.id in results]
 
 
-def _evaluate_all(cells: list[Cell], ref: Reference, jobs: int) -> Iterable[CellResult]:
-    if jobs <= 1:
+def _evaluate_all(cells, ref, jobs, isolate, worker_init) -> Iterable[CellResult]:
+    if not isolate:
+        if jobs != 1 or worker_init is not None:
+            raise ValueError("in-process runs have one job and no worker initializer")
         for cell in cells:
             yield evaluate_cell(cell, ref)
         return
-    # spawn, not fork: MLX keeps threads and device state that do not survive a fork.
-    # Cells of one model go to the same worker in order, so each worker loads few models.
-    context = multiprocessing.get_context("spawn")
-    ordered = sorted(cells, key=lambda c: c.model)
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
-        futures = [pool.submit(evaluate_cell, cell, ref) for cell in ordered]
-        try:
-            for future in as_completed(futures):
-                yield future.result()
-        except BaseException:
-            for future in futures:
-                future.cancel()
-            raise
+    from batchlab.matrix.workers import WorkerPool
+
+    yield from WorkerPool(ref, jobs, worker_init).run(cells)
 
 
 def summary_line(results: list[CellResult]) -> str:
     counts = Counter(r.status for r in results)
-    return (f"{counts['PASS']}/{len(results)} cells passed "
-            f"({counts['UNSUPPORTED']} unsupported, {counts['ORACLE-BUG']} oracle-bug)")
+    return (f"{counts[Status.PASS]}/{len(results)} cells passed "
+            f"({counts[Status.UNSUPPORTED]} unsupported, {counts[Status.ORACLE_BUG]} oracle-bug)")
 
 
 def exit_status(results: list[CellResult], strict: bool) -> int:
-    failing = {"FAIL", "ERROR", "STALE", "NO-GOLDEN"}
-    if strict:
-        failing |= {"ORACLE-BUG", "UNSUPPORTED"}
-    return 1 if any(r.status in failing for r in results) else 0
+    return 1 if any(r.status.fails_run(strict) for r in results) else 0
 
 
 def default_report_dir(root: Path = Path("reports/runs")) -> Path:

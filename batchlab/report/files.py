@@ -17,8 +17,10 @@ from xml.sax.saxutils import escape, quoteattr
 
 from batchlab.matrix.result import CellResult
 from batchlab.report.table import status_table
+from batchlab.status import Status
 
 JSONL = "results.jsonl"
+PARTIAL_MARK = "**Partial run**"  # summary.md of a run cut short
 
 
 class ResultsLog:
@@ -72,7 +74,7 @@ def write_csv(path: Path, results: list[CellResult]) -> None:
 def write_markdown(path: Path, results: list[CellResult], summary: str, complete: bool) -> None:
     lines = ["# batchlab matrix run", ""]
     if not complete:
-        lines += ["**Partial run**: interrupted; only finished cells are listed.", ""]
+        lines += [f"{PARTIAL_MARK}: interrupted; only finished cells are listed.", ""]
     lines += [f"**{summary}**", ""]
     models, scenarios, cells = status_table(results)
     lines.append("| model | " + " | ".join(scenarios) + " |")
@@ -80,7 +82,7 @@ def write_markdown(path: Path, results: list[CellResult], summary: str, complete
     for model in models:
         row = [cells.get((model, s), "") for s in scenarios]
         lines.append(f"| {model} | " + " | ".join(row) + " |")
-    bad = [r for r in results if r.status not in ("PASS",)]
+    bad = [r for r in results if r.status != Status.PASS]
     if bad:
         lines += ["", "## Not passing", ""]
         for r in bad:
@@ -90,20 +92,17 @@ def write_markdown(path: Path, results: list[CellResult], summary: str, complete
 
 
 def write_junit(path: Path, results: list[CellResult]) -> None:
-    failures = sum(r.status == "FAIL" for r in results)
-    errors = sum(r.status in ("ERROR", "STALE", "NO-GOLDEN") for r in results)
-    skipped = sum(r.status in ("UNSUPPORTED", "ORACLE-BUG") for r in results)
-    suite = (f'<testsuite name="batchlab" tests="{len(results)}" failures="{failures}" '
-             f'errors="{errors}" skipped="{skipped}">')
+    tags = [r.status.junit for r in results]
+    suite = (f'<testsuite name="batchlab" tests="{len(results)}" '
+             f'failures="{tags.count("failure")}" errors="{tags.count("error")}" '
+             f'skipped="{tags.count("skipped")}">')
     out = ['<?xml version="1.0" encoding="utf-8"?>', suite]
-    for r in results:
+    for r, tag in zip(results, tags):
         head = (f'  <testcase classname={quoteattr(r.model)} name={quoteattr(r.cell_id)} '
                 f'time="{r.seconds}"')
-        if r.status == "PASS":
+        if tag is None:
             out.append(head + "/>")
             continue
-        tag = {"FAIL": "failure", "UNSUPPORTED": "skipped", "ORACLE-BUG": "skipped"}.get(
-            r.status, "error")
         body = escape((r.traceback or r.detail) + f"\nrerun: {r.rerun}")
         out.append(head + ">")
         out.append(f"    <{tag} message={quoteattr(r.status + ': ' + r.detail[:500])}>"

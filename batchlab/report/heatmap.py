@@ -5,10 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from batchlab.matrix.result import CellResult
-from batchlab.report.table import SEVERITY, worst
+from batchlab.status import Status, worst
 
-COLOURS = {"PASS": "#2e9d4a", "FAIL": "#d62728", "ERROR": "#7b1fa2", "STALE": "#ff9800",
-           "NO-GOLDEN": "#9e9e9e", "ORACLE-BUG": "#1f77b4", "UNSUPPORTED": "#e0e0e0"}
+SEVERITY = list(Status)  # most severe first; a grid cell shows its worst
 
 
 def write_heatmap(path: Path, results: list[CellResult]) -> None:
@@ -22,13 +21,15 @@ def write_heatmap(path: Path, results: list[CellResult]) -> None:
     from matplotlib.patches import Patch
 
     models = list(dict.fromkeys(r.model for r in results))
-    scenarios = sorted(dict.fromkeys(r.scenario for r in results), key=_scenario_order)
+    # sort on the fields, not on the scenario text: a name may hold a "/"
+    order = {r.scenario: (r.batch, r.script, r.padding, r.context) for r in results}
+    scenarios = sorted(order, key=order.__getitem__)
     statuses: dict = {}
     for r in results:
         statuses.setdefault((r.model, r.scenario), []).append(r.status)
-    grid = [[SEVERITY.index(worst(statuses[(m, s)])) if (m, s) in statuses else len(SEVERITY)
+    grid = [[worst(statuses[(m, s)]).severity if (m, s) in statuses else len(SEVERITY)
              for s in scenarios] for m in models]
-    cmap = ListedColormap([COLOURS[s] for s in SEVERITY] + ["#ffffff"])
+    cmap = ListedColormap([s.colour for s in SEVERITY] + ["#ffffff"])
 
     fig, ax = plt.subplots(figsize=(max(8, 0.16 * len(scenarios) + 3), 0.35 * len(models) + 2))
     ax.imshow(grid, cmap=cmap, vmin=0, vmax=len(SEVERITY), aspect="auto",
@@ -36,14 +37,10 @@ def write_heatmap(path: Path, results: list[CellResult]) -> None:
     ax.set_yticks(range(len(models)), models, fontsize=8)
     ax.set_xticks(range(len(scenarios)), scenarios, rotation=90, fontsize=5)
     present = {s for v in statuses.values() for s in v}
-    ax.legend(handles=[Patch(color=COLOURS[s], label=s) for s in SEVERITY if s in present],
+    ax.legend(handles=[Patch(color=s.colour, label=str(s)) for s in SEVERITY if s in present],
               loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
     ax.set_title(f"batchlab parity: {len(results)} cells")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
 
-
-def _scenario_order(scenario: str):
-    batch, padding, script, context = scenario.split("/")
-    return (int(batch[1:]), script, padding, context)

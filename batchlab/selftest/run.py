@@ -23,9 +23,10 @@ from batchlab.matrix.runner import select
 from batchlab.matrix.spec import load_matrix
 from batchlab.selftest.catalog import SeededBug, select_bugs
 from batchlab.selftest.inject import InjectionError, applied
+from batchlab.status import Status
 
-KILLING = frozenset({"FAIL", "ERROR"})  # the engine went wrong; STALE etc. are not kills
-CLEAN = frozenset({"PASS", "ORACLE-BUG"})
+KILLING = frozenset({Status.FAIL, Status.ERROR})  # the engine went wrong; STALE is no kill
+CLEAN = frozenset({Status.PASS, Status.ORACLE_BUG})
 SHOWN_CELLS = 2
 LOG_WIDTH = 170
 

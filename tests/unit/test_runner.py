@@ -53,3 +53,19 @@ def test_shards_partition_the_matrix(tmp_path):
     parts = [select(cells, None, parse_shard(f"{i}/3")) for i in (1, 2, 3)]
     assert sorted(c.id for p in parts for c in p) == sorted(c.id for c in cells)
     assert not {c.id for c in parts[0]} & {c.id for c in parts[1]}
+
+
+def test_a_run_on_a_log_says_what_it_does_in_80_columns(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")  # rich reads it; capsys is not a terminal
+    status, _ = run(tmp_path, "--goldens", str(tmp_path / "empty"))
+    assert status == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert any(line.startswith("matrix: 6/6 cells, 6 failing so far (NO-GOLDEN 6), ")
+               for line in lines)
+    assert "0/6 cells passed (0 unsupported, 0 oracle-bug)" in lines
+    reruns = [line for line in lines if line.startswith("    rerun: ")]
+    assert reruns and all(line.endswith("'") for line in reruns)  # never broken
+    # wider only for the long tmp path: details wrap between words, never inside one
+    assert all(len(line) <= 80 for line in lines if str(tmp_path) not in line)
+    assert all(len(line) <= 80 for line in lines[1:] if len(line.split()) > 1
+               and line not in reruns)
