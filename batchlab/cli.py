@@ -32,6 +32,8 @@ def build_parser() -> argparse.ArgumentParser:
     zoo.add_parser("list", help="every zoo model: architecture, layers, dtype, fingerprint")
     build = zoo.add_parser("build", help="build zoo models into the cache folder")
     build.add_argument("names", nargs="*", help="zoo names (default: all)")
+    from batchlab.zoo.commands import add_import_parser
+    add_import_parser(zoo)
 
     matrix = sub.add_parser("matrix", help="expand and run matrices").add_subparsers(
         dest="matrix_command", required=True)
@@ -89,6 +91,8 @@ def _dispatch(args, console) -> int:
 
         if args.zoo_command == "list":
             return commands.list_command(console)
+        if args.zoo_command == "import":
+            return commands.import_command(args, console)
         return commands.build_command(args.names, console)
     if args.command == "matrix":
         from batchlab.matrix import commands
