@@ -69,7 +69,13 @@ def build_command(names: list[str], console: Console) -> int:
         )
         return 2
     for name in names or zoo_names():
-        console.print(f"{name:12} {resolve(name)}", highlight=False)
+        try:
+            path = resolve(name)
+        except RealModelMissing:
+            if names:  # asked for by name: an error (cli.main prints it on one line)
+                raise
+            path = f"not installed: {REAL[name].install_hint}"
+        console.print(f"{name:12} {path}", highlight=False, soft_wrap=True)
     return 0
 
 

