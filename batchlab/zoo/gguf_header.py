@@ -10,7 +10,9 @@ list of tensors that carry the type, before it spends a second on the weights.
 
 Layout (GGUF v2/v3, little-endian): magic b"GGUF", u32 version, u64 tensor count, u64 kv
 count, the kv pairs (string key, u32 value type, value), then per tensor: string name, u32
-n_dims, u64 dims, u32 ggml type, u64 data offset. Strings are a u64 length and UTF-8 bytes.
+n_dims, u64 dims (innermost first), u32 ggml type, u64 offset into the data section,
+which starts at the next multiple of `general.alignment` (32) after the header. Strings are
+a u64 length and UTF-8 bytes.
 """
 
 from __future__ import annotations
@@ -48,6 +50,8 @@ class GGUFHeader:
     version: int
     architecture: str
     tensor_types: dict[str, str]  # tensor name -> ggml type name, in file order
+    tensor_shapes: dict[str, tuple[int, ...]]  # as MLX sees them (GGUF stores dims reversed)
+    tensor_starts: dict[str, int]  # absolute file offset of each tensor's data
     scalars: dict[str, object]  # metadata keys with a scalar or string value
 
     def unsupported_tensors(self) -> dict[str, str]:
@@ -99,17 +103,22 @@ def read_gguf_header(path: Path) -> GGUFHeader:
             value = _value(f, _read(f, "<I"))
             if value is not None:
                 scalars[key] = value
-        tensor_types = {}
+        tensor_types, tensor_shapes, offsets = {}, {}, {}
         for _ in range(num_tensors):
             name = _string(f)
-            n_dims = _read(f, "<I")
-            f.seek(8 * n_dims, 1)
+            dims = [_read(f, "<Q") for _ in range(_read(f, "<I"))]
             type_id = _read(f, "<I")
-            f.seek(8, 1)  # data offset
+            offsets[name] = _read(f, "<Q")
             tensor_types[name] = GGML_TYPES.get(type_id, f"type{type_id}")
+            tensor_shapes[name] = tuple(reversed(dims))
+        # The data section starts at the next multiple of general.alignment (default 32).
+        alignment = int(scalars.get("general.alignment", 32))
+        data_start = -(-f.tell() // alignment) * alignment
     return GGUFHeader(
         version=version,
         architecture=str(scalars.get("general.architecture", "")),
         tensor_types=tensor_types,
+        tensor_shapes=tensor_shapes,
+        tensor_starts={name: data_start + offset for name, offset in offsets.items()},
         scalars=scalars,
     )

@@ -249,3 +249,63 @@ def test_the_cli_imports_and_refuses_cleanly(gguf_file, tmp_path, monkeypatch, c
     assert "2 layers, float32" in out and "use it as --model" in out
     assert main(["zoo", "import", str(tmp_path / "missing.gguf")]) == 2
     assert "no such file; pass the path of a .gguf file" in " ".join(capsys.readouterr().out.split())
+
+
+def _blocks(values: np.ndarray, ggml_type: str) -> tuple[bytes, np.ndarray]:
+    """ggml's block encoding of `values` (rows of 32-value blocks) and what it decodes to.
+
+    Q8_0: f16 d, 32 int8 q; x = q d. Q4_0: f16 d, 16 bytes of nibbles (byte j holds values
+    j and j + 16); x = (q - 8) d. Q4_1: f16 d, f16 m, nibbles; x = q d + m.
+    """
+    out, decoded = bytearray(), []
+    for block in values.reshape(-1, 32).astype(np.float32):
+        if ggml_type == "Q8_0":
+            d = np.float16(np.abs(block).max() / 127)
+            q = np.clip(np.round(block / np.float32(d)), -127, 127).astype(np.int8)
+            out += d.tobytes() + q.tobytes()
+            decoded.append(q.astype(np.float32) * np.float32(d))
+            continue
+        if ggml_type == "Q4_0":
+            d, m = np.float16(np.abs(block).max() / 7), None
+            q = np.clip(np.round(block / np.float32(d)) + 8, 0, 15).astype(np.uint8)
+            decoded.append((q.astype(np.float32) - 8) * np.float32(d))
+        else:  # Q4_1
+            m = np.float16(block.min())
+            d = np.float16((block.max() - np.float32(m)) / 15)
+            q = np.clip(np.round((block - np.float32(m)) / np.float32(d)), 0, 15).astype(np.uint8)
+            decoded.append(q.astype(np.float32) * np.float32(d) + np.float32(m))
+        out += d.tobytes() + (m.tobytes() if m is not None else b"")
+        out += (q[:16] | (q[16:] << 4)).astype(np.uint8).tobytes()
+    return bytes(out), np.concatenate(decoded).reshape(values.shape)
+
+
+@pytest.mark.parametrize(("ggml_type", "type_id", "bits"), [("Q8_0", 8, 8), ("Q4_0", 2, 4),
+                                                            ("Q4_1", 3, 4)])  # fmt: skip
+def test_block_quantized_tensors_import_as_mlx_affine_groups(gguf_file, tmp_path, ggml_type,
+                                                             type_id, bits):
+    """A tensor rewritten in place as ggml blocks (smaller than its F32 slot, so no other
+    offset moves) comes out as an mlx-lm QuantizedLinear that decodes to the same values."""
+    import mlx_lm
+
+    name = "blk.0.ffn_gate.weight"  # (128, 64): 256 blocks of 32
+    header = read_gguf_header(gguf_file)
+    values = np.array(load_gguf(gguf_file)[0]["model.layers.0.mlp.gate_proj.weight"])
+    encoded, decoded = _blocks(values, ggml_type)
+    _retype(gguf_file, name, type_id)
+    data = bytearray(gguf_file.read_bytes())
+    start = header.tensor_starts[name]
+    data[start : start + len(encoded)] = encoded
+    gguf_file.write_bytes(bytes(data))
+
+    target = import_gguf(gguf_file, root=tmp_path / "zoo")
+    config = json.loads((target / "config.json").read_text())
+    assert config["quantization"] == {"group_size": 32, "bits": bits}
+    model, _ = mlx_lm.load(str(target))
+    gate = model.model.layers[0].mlp.gate_proj
+    assert (type(gate).__name__, gate.bits, gate.group_size) == ("QuantizedLinear", bits, 32)
+    assert type(model.model.layers[0].mlp.up_proj).__name__ == "Linear"  # F32 stays F32
+    weight = mx.dequantize(gate.weight, gate.scales, gate.biases, group_size=32, bits=bits)
+    # MLX decodes in float16 (scale * q + bias): within 2 float16 ulps of |w| <= 0.25
+    # (1.2e-4 each), far under one quantization step (Q8_0 ~1.6e-3, Q4 ~3e-2).
+    error = np.abs(np.array(weight.astype(mx.float32)) - decoded)
+    assert error.max() <= 2.5e-4
