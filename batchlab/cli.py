@@ -46,6 +46,10 @@ def build_parser() -> argparse.ArgumentParser:
     build.add_argument("names", nargs="*", help="zoo names (default: all)")
     build.set_defaults(func=_command("batchlab.zoo.commands", "build_command",
                                      lambda fn, args, console: fn(args.names, console)))
+    imp = zoo.add_parser("import", help="convert a llama GGUF file into an mlx-lm model dir")
+    imp.add_argument("file", type=Path, help="a llama-architecture .gguf (F16/F32/Q4_0/Q4_1/Q8_0)")
+    imp.add_argument("--name", default=None, help="directory name prefix (default: file stem)")
+    imp.set_defaults(func=_command("batchlab.zoo.commands", "import_command"))
 
     matrix = sub.add_parser("matrix", help="expand and run matrices").add_subparsers(
         dest="matrix_command", required=True)

@@ -21,6 +21,7 @@ never holds others back. An idle worker takes the next cell of the model it last
 
 from __future__ import annotations
 
+import contextlib
 import faulthandler
 import multiprocessing
 import signal
@@ -129,10 +130,9 @@ class WorkerPool:
         pick = pick or next((c for c in pending if c.model not in others), pending[0])
         pending.remove(pick)
         worker.cell, worker.model, worker.since = pick, pick.model, time.perf_counter()
-        try:
+        # a worker that died before its first cell: its sentinel reports the death
+        with contextlib.suppress(OSError):
             worker.conn.send(pick)
-        except OSError:  # it died before its first cell: its sentinel reports the death
-            pass
 
     @staticmethod
     def _receive(worker: _Worker) -> CellResult | str | None:
@@ -172,10 +172,8 @@ class WorkerPool:
     def _stop(self, workers: list[_Worker]) -> None:
         for w in workers:
             if w.process.is_alive() and w.cell is None:
-                try:
+                with contextlib.suppress(OSError):
                     w.conn.send(None)
-                except OSError:
-                    pass
         for w in workers:
             w.process.join(timeout=5 if w.cell is None else 0)
             if w.process.is_alive():  # interrupted mid-cell, or stuck: end it

@@ -20,6 +20,7 @@ import json
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 import mlx.core as mx
@@ -28,10 +29,18 @@ from batchlab.zoo import tokenizer
 from batchlab.zoo.specs import ZooSpec
 from batchlab.zoo.weights import random_weights
 
-# Bump when weights.py or tokenizer.py change what a spec builds into: it is hashed into the
+# Bump when weights.py or config.json change what a spec builds into: it is hashed into the
 # directory name, so every cached zoo model rebuilds instead of silently keeping old bytes.
-# (2: the tuned init scales; builds made with 1 echo their input token.)
+# (2: the tuned init scales; builds made with 1 echo their input token.) It is also in
+# config.json (`spec_hash`), and goldens are stamped with a digest of config.json: a bump
+# stales every golden.
 RECIPE_VERSION = 2
+
+# Bump when tokenizer.py changes the tokenizer files. Hashed into the directory name only,
+# not into config.json, so a tokenizer change rebuilds the cache but stales no golden
+# (goldens hold token ids, which the tokenizer files do not touch).
+# (2: tokenizer_config.json gained a chat template.)
+TOKENIZER_VERSION = 2
 
 REQUIRED_FILES = ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json")
 
@@ -43,9 +52,14 @@ def spec_hash(spec: ZooSpec) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
+def build_hash(spec: ZooSpec) -> str:
+    """sha256 of everything a build writes: the spec hash and the tokenizer version."""
+    return hashlib.sha256(f"{spec_hash(spec)}/tokenizer{TOKENIZER_VERSION}".encode()).hexdigest()
+
+
 def model_dir_name(spec: ZooSpec) -> str:
     """e.g. `gemma3-1a2b3c4d5e6f`: the name a human reads, the hash that changes with it."""
-    return f"{spec.name}-{spec_hash(spec)[:12]}"
+    return f"{spec.name}-{build_hash(spec)[:12]}"
 
 
 def model_config(spec: ZooSpec) -> dict:
@@ -82,8 +96,15 @@ def _write(spec: ZooSpec, directory: Path) -> None:
 
 def build(spec: ZooSpec, root: Path) -> Path:
     """Build `spec` under `root` (reusing a complete existing build); return its directory."""
-    root = Path(root)
-    target = root / model_dir_name(spec)
+    return build_atomically(Path(root) / model_dir_name(spec), lambda tmp: _write(spec, tmp))
+
+
+def build_atomically(target: Path, write: Callable[[Path], None]) -> Path:
+    """`write(tmp)` into a temp dir beside `target`, then rename it into place whole.
+
+    A complete `target` is reused as it is; an incomplete one (not made here) is refused.
+    """
+    target = Path(target)
     if is_complete(target):
         return target
     if target.exists():
@@ -91,10 +112,10 @@ def build(spec: ZooSpec, root: Path) -> Path:
             f"{target} exists but is incomplete (missing one of {REQUIRED_FILES}); "
             "zoo builds are renamed into place whole, so something else wrote there: delete it"
         )
-    root.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=root))
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
     try:
-        _write(spec, tmp)
+        write(tmp)
         os.chmod(tmp, 0o755)  # mkdtemp makes it 0700; the cache may be shared
         try:
             os.rename(tmp, target)  # atomic; fails if a racing build already landed

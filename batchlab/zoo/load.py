@@ -1,6 +1,7 @@
 """Resolve a model name or directory, load it once per process, and describe it.
 
-    resolve("gemma3")          -> ~/.cache/batchlab/zoo/gemma3-<spec_hash12>  (built if missing)
+    resolve("gemma3")          -> ~/.cache/batchlab/zoo/gemma3-<build_hash12>  (built if missing)
+    resolve("smollm2-135m")    -> ~/.cache/batchlab/zoo/smollm2-135m-<hash12>  (real.py, a GGUF)
     resolve("/models/Llama-3") -> /models/Llama-3  (any mlx-lm model dir with config.json)
 
 The fingerprint is a digest of the tensor bytes themselves, not of files or paths, so the
@@ -24,6 +25,7 @@ from mlx.utils import tree_flatten
 from mlx_lm.models.cache import ArraysCache
 
 from batchlab.zoo.build import build
+from batchlab.zoo.real import REAL, build_real
 from batchlab.zoo.specs import ZOO
 from batchlab.zoo.variants import is_variant, variant_spec
 
@@ -36,10 +38,17 @@ def cache_root() -> Path:
     return Path(env).expanduser() if env else Path.home() / ".cache" / "batchlab"
 
 
+def zoo_names() -> list[str]:
+    """Every name `resolve` builds: the random-weight specs, then the real checkpoints."""
+    return [*ZOO, *REAL]
+
+
 def resolve(name_or_path: str) -> Path:
     """A zoo name (built on first use) or an existing local mlx-lm model directory."""
     if name_or_path in ZOO:
         return build(ZOO[name_or_path], cache_root() / "zoo")
+    if name_or_path in REAL:
+        return build_real(REAL[name_or_path], cache_root() / "zoo")
     if is_variant(name_or_path):
         return build(variant_spec(name_or_path), cache_root() / "zoo")
     path = Path(name_or_path).expanduser()
@@ -47,7 +56,7 @@ def resolve(name_or_path: str) -> Path:
         return path.resolve()
     raise ValueError(
         f"{name_or_path!r} is neither a zoo model nor a local mlx-lm model directory "
-        f"(no config.json there). Zoo models: {', '.join(ZOO)}. Otherwise pass the path "
+        f"(no config.json there). Zoo models: {', '.join(zoo_names())}. Otherwise pass the path "
         "of a model directory (config.json + *.safetensors), e.g. one made by mlx_lm.convert."
     )
 
@@ -121,7 +130,7 @@ def _load_dir(path: Path, name: str) -> LoadedModel:
 def load(name_or_path: str) -> LoadedModel:
     """Load (once per process) a zoo model or a local model dir; no tokenizer."""
     path = resolve(name_or_path)
-    name = name_or_path if name_or_path in ZOO or is_variant(name_or_path) else path.name
+    name = name_or_path if name_or_path in zoo_names() or is_variant(name_or_path) else path.name
     return _load_dir(path, name)
 
 
@@ -174,6 +183,24 @@ def layer_kinds(loaded: LoadedModel) -> str:
 def param_count(loaded: LoadedModel) -> int:
     """Number of parameter elements (as stored: packed for quantized weights)."""
     return sum(p.size for _, p in tree_flatten(loaded.model.parameters()))
+
+
+def logical_param_count(loaded: LoadedModel) -> int:
+    """Number of weights as the checkpoint counts them: packed words unpacked, quantization
+    scales and biases not counted (SmolLM2-135M: 134,515,008; param_count: 28,789,056)."""
+    modules = dict(loaded.model.named_modules())
+    total = 0
+    for path, p in tree_flatten(loaded.model.parameters()):
+        owner_path, _, leaf = path.rpartition(".")
+        owner = modules.get(owner_path)
+        if isinstance(owner, (nn.QuantizedLinear, nn.QuantizedEmbedding)):
+            if leaf == "weight":
+                total += p.size * 32 // owner.bits
+            elif leaf not in ("scales", "biases"):
+                total += p.size
+        else:
+            total += p.size
+    return total
 
 
 def vocab_size(model: nn.Module) -> int:

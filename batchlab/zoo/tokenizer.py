@@ -2,7 +2,9 @@
 
 Built with the `tokenizers` library as a BPE with the 256 byte symbols and no merges, so
 `encode("hi") == [104, 105]` and any prompt given as ids < 256 decodes back to its bytes.
-Three specials follow: <|bos|> 256, <|eos|> 257, <|pad|> 258. `mlx_lm.load(dir)` reads
+Three specials follow: <|bos|> 256, <|eos|> 257, <|pad|> 258. The chat template is
+ChatML's shape with these specials (a turn: <|bos|>, the role, a newline, the text,
+<|eos|>, a newline), so a chat reply ends on the model's EOS. `mlx_lm.load(dir)` reads
 `tokenizer.json` + `tokenizer_config.json` through transformers, offline.
 """
 
@@ -16,6 +18,13 @@ from tokenizers import Tokenizer, decoders, models, pre_tokenizers
 BOS, EOS, PAD = "<|bos|>", "<|eos|>", "<|pad|>"
 BOS_ID, EOS_ID, PAD_ID = 256, 257, 258
 NUM_BYTES = 256
+
+CHAT_TEMPLATE = (
+    "{% for message in messages %}"
+    "{{ '<|bos|>' + message['role'] + '\n' + message['content'] + '<|eos|>\n' }}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|bos|>assistant\n' }}{% endif %}"
+)
 
 
 def byte_to_char() -> dict[int, str]:
@@ -58,6 +67,7 @@ def tokenizer_config() -> dict:
         "add_eos_token": False,
         "clean_up_tokenization_spaces": False,
         "model_max_length": 1 << 20,
+        "chat_template": CHAT_TEMPLATE,
     }
 
 

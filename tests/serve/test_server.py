@@ -142,10 +142,12 @@ def test_bad_requests_get_a_400_that_says_what_to_change(server, body, message):
     assert message in reply["error"]["message"]
 
 
-def test_chat_needs_a_chat_template_and_unknown_routes_are_404(server):
+def test_chat_renders_the_zoo_template_and_unknown_routes_are_404(server):
     status, reply = post(server, "/v1/chat/completions",
-                         {"messages": [{"role": "user", "content": "hi"}]})
-    assert status == 400 and "no chat template" in reply["error"]["message"]
+                         {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 4})
+    prompt = [256, *b"user\nhi", 257, 10, 256, *b"assistant\n"]  # zoo/tokenizer.CHAT_TEMPLATE
+    assert status == 200 and reply["usage"]["prompt_tokens"] == len(prompt)
+    assert reply["choices"][0]["token_ids"] == solo_tokens(prompt, 4)
     assert post(server, "/v2/anything", {})[0] == 404
 
 

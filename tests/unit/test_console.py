@@ -48,7 +48,8 @@ def test_problem_lines_keep_brackets_and_unbroken_rerun_commands():
     lines = text.splitlines()
     assert "bad [[cell]] #3 of" in " ".join(text.split())
     assert lines[:2] == ["ERROR l1/gemma2-gqa/B2/equal/static/ctx-short",
-                         "    engine crashed: ValueError: bad [[cell]] #3 of matrices/x.toml: steps must"]
+                         "    engine crashed: ValueError: bad [[cell]] #3 of matrices/x.toml: "
+                         "steps must"]
     assert f"    rerun: {RERUN}" in lines  # one line, whatever the width: it is copied
     assert "[bold]not markup[/]" in text
     assert all(len(line) <= 80 for line in lines if not line.startswith("    rerun: "))

@@ -25,27 +25,51 @@ from batchlab.zoo.build import REQUIRED_FILES
 from batchlab.zoo.tokenizer import BOS_ID, EOS_ID, PAD_ID
 from batchlab.zoo.weights import random_weights
 
-# name -> (directory name = name + spec hash, weight fingerprint). A failure here means a
-# spec, the weight recipe, mlx-lm's parameter layout or MLX's RNG changed. If intended: when
-# weights.py or tokenizer.py changed, bump build.RECIPE_VERSION (or caches keep old bytes
-# under the old name); pin the new values; regenerate that model's goldens (now STALE).
+# name -> (directory name = name + build hash, weight fingerprint). A failure here means a
+# spec, the weight recipe, the tokenizer files, mlx-lm's parameter layout or MLX's RNG
+# changed. If intended: when weights.py changed, bump build.RECIPE_VERSION, when
+# tokenizer.py did, build.TOKENIZER_VERSION (or caches keep old bytes under the old name);
+# pin the new values; after a weights or config change regenerate that model's goldens.
 PINNED = {
-    "llama": ("llama-914784d4a75b", "bdd513fd0c57778e"),
-    "llama-flat": ("llama-flat-7a52c419d68e", "3f8383a5590de0d0"),
-    "qwen3": ("qwen3-b717bd8feb4c", "f52646f080561096"),
-    "minicpm": ("minicpm-cb6ec3fdc8e6", "85f5e7b462ad9131"),
-    "gemma3": ("gemma3-f155331bc725", "487d922d966c37b5"),
-    "gemma4-12b": ("gemma4-12b-b31aafef8e48", "3331c7538ca68bce"),
-    "gemma4-e4b": ("gemma4-e4b-3fc48df9d575", "ced277338ff813ed"),
-    "gemma4-26b": ("gemma4-26b-08667b15fcca", "ca417a72350084d5"),
-    "qwen3-moe": ("qwen3-moe-33f3da12fafa", "7451fb148b4a4fde"),
-    "gpt-oss": ("gpt-oss-b22e270c415e", "7fe98d11baf9eb0b"),
-    "qwen3.5": ("qwen3.5-cc120786123d", "3290883ff77a8d78"),
-    "mamba2": ("mamba2-dce7979f10e9", "44e29150f48a501f"),
-    "lfm2": ("lfm2-b1e6b3e0536e", "cd0d40f6bce95f29"),
-    "llama-hd64": ("llama-hd64-b4c108b0ea3c", "8787d13c0da47e20"),
-    "qwen3-hd128": ("qwen3-hd128-56b57b2ebb75", "d33caac049c2c77d"),
-    "gemma2-gqa": ("gemma2-gqa-7eba177eaf9c", "cdcd680f3e37fa59"),
+    "llama": ("llama-d7e15194794a", "bdd513fd0c57778e"),
+    "llama-flat": ("llama-flat-1f2cdd41c037", "3f8383a5590de0d0"),
+    "qwen3": ("qwen3-ab5211d2ac49", "f52646f080561096"),
+    "minicpm": ("minicpm-14c62e8cff99", "85f5e7b462ad9131"),
+    "gemma3": ("gemma3-99827d60135c", "487d922d966c37b5"),
+    "gemma4-12b": ("gemma4-12b-5e5b840589b8", "3331c7538ca68bce"),
+    "gemma4-e4b": ("gemma4-e4b-da02a4a30c1c", "ced277338ff813ed"),
+    "gemma4-26b": ("gemma4-26b-0578e8e22c71", "ca417a72350084d5"),
+    "qwen3-moe": ("qwen3-moe-719a11147a8f", "7451fb148b4a4fde"),
+    "gpt-oss": ("gpt-oss-61e47fa860a3", "7fe98d11baf9eb0b"),
+    "qwen3.5": ("qwen3.5-f1fa8c8fbe29", "3290883ff77a8d78"),
+    "mamba2": ("mamba2-6849443bf730", "44e29150f48a501f"),
+    "lfm2": ("lfm2-62c07efd861a", "cd0d40f6bce95f29"),
+    "llama-hd64": ("llama-hd64-248967af45c8", "8787d13c0da47e20"),
+    "qwen3-hd128": ("qwen3-hd128-4c19c5439911", "d33caac049c2c77d"),
+    "gemma2-gqa": ("gemma2-gqa-73d798a176c2", "cdcd680f3e37fa59"),
+}
+
+# name -> the stamp goldens carry (batchlab.golden.check.model_fingerprint): weights plus a
+# digest of config.json. Tokenizer files stay out of it, so a tokenizer change (the chat
+# template, TOKENIZER_VERSION 2) rebuilds the cache without staling a golden; a failure
+# here means config.json changed, and every golden of that model is STALE.
+GOLDEN_STAMPS = {
+    "llama": "bdd513fd0c57778e+cfgd7336b30",
+    "llama-flat": "3f8383a5590de0d0+cfge7b44e94",
+    "qwen3": "f52646f080561096+cfgbebbff16",
+    "minicpm": "85f5e7b462ad9131+cfgdcf01888",
+    "gemma3": "487d922d966c37b5+cfgf397700e",
+    "gemma4-12b": "3331c7538ca68bce+cfgad81bbdb",
+    "gemma4-e4b": "ced277338ff813ed+cfg1bb0dbe9",
+    "gemma4-26b": "ca417a72350084d5+cfgb2a73f37",
+    "qwen3-moe": "7451fb148b4a4fde+cfg13391f7f",
+    "gpt-oss": "7fe98d11baf9eb0b+cfga9ec6921",
+    "qwen3.5": "3290883ff77a8d78+cfg2ce21988",
+    "mamba2": "44e29150f48a501f+cfg5cc04e9a",
+    "lfm2": "cd0d40f6bce95f29+cfga6ec3602",
+    "llama-hd64": "8787d13c0da47e20+cfg48e16771",
+    "qwen3-hd128": "d33caac049c2c77d+cfga7143209",
+    "gemma2-gqa": "cdcd680f3e37fa59+cfg06baf760",
 }
 
 LAYER_KINDS = {
@@ -80,6 +104,26 @@ def zoo_cache(tmp_path_factory):
 def test_every_zoo_model_is_pinned():
     assert list(PINNED) == list(ZOO)
     assert list(LAYER_KINDS) == list(ZOO)
+    assert list(GOLDEN_STAMPS) == list(ZOO)
+
+
+@pytest.mark.parametrize("name", list(ZOO))
+def test_the_golden_stamp_ignores_the_tokenizer_files(name):
+    from batchlab.golden.check import model_fingerprint
+
+    assert model_fingerprint.__wrapped__(name) == GOLDEN_STAMPS[name]
+
+
+def test_a_tokenizer_change_renames_the_directory_but_not_config_json(monkeypatch):
+    import importlib
+
+    build_module = importlib.import_module("batchlab.zoo.build")  # `zoo.build` is the function
+
+    spec = ZOO["llama"]
+    before_dir, before_config = model_dir_name(spec), build_module.model_config(spec)
+    monkeypatch.setattr(build_module, "TOKENIZER_VERSION", build_module.TOKENIZER_VERSION + 1)
+    assert model_dir_name(spec) != before_dir
+    assert build_module.model_config(spec) == before_config
 
 
 @pytest.mark.parametrize("name", list(ZOO))
@@ -148,6 +192,18 @@ def test_mlx_lm_load_works_offline_and_the_tokenizer_is_bytes():
     assert tok.decode(ids) == text
     assert (tok.bos_token_id, tok.eos_token_id, tok.pad_token_id) == (BOS_ID, EOS_ID, PAD_ID)
     assert tok.eos_token_ids == {EOS_ID}
+
+
+def test_every_zoo_model_chats_through_its_byte_template():
+    import mlx_lm
+
+    _, tok = mlx_lm.load(str(resolve("gemma3")))
+    messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "hi"}]
+    ids = tok.apply_chat_template(messages, add_generation_prompt=True)
+    assert list(ids) == [BOS_ID, *b"system\nBe brief.", EOS_ID, 10,
+                         BOS_ID, *b"user\nhi", EOS_ID, 10, BOS_ID, *b"assistant\n"]  # fmt: skip
+    text = tok.apply_chat_template(messages[1:], add_generation_prompt=False, tokenize=False)
+    assert text == "<|bos|>user\nhi<|eos|>\n"
 
 
 def test_resolve_rejects_an_unknown_name_and_says_what_to_pass():
