@@ -40,6 +40,21 @@ JOIN_STEP = 3
 EVICT_STEP = 8
 EARLY_EVICT_STEP = 1
 LATE_JOIN_STEP = 10
+# "chat": row i asks QUESTIONS[i] through the model's chat template (real text, lengths
+# as the questions give them); "corpus-*": slices of the real-text corpus, of the lengths
+# "equal" / "ragged" give, from a seeded offset per row.
+PADDINGS_REAL = ("chat", "corpus-equal", "corpus-ragged")
+QUESTIONS = (
+    "What is the capital of France?",
+    "Name three primary colours.",
+    "Why is the sky blue? Answer in one sentence.",
+    "Write a haiku about the sea.",
+    "What is 12 times 12?",
+    "Translate 'good morning' into Spanish.",
+    "Give me a synonym for happy.",
+    "Who wrote Pride and Prejudice?",
+)
+CHAT_SYSTEM = "Be brief."
 SCRIPTS = ("static", "join", "evict", "join-evict", "staggered", "trickle", "evict-many",
            "evict-early", "late-join")
 PADDINGS = ("equal", "ragged")
@@ -75,7 +90,7 @@ def prompt_lengths(padding: str, context_len: int, batch: int) -> list[int]:
     if padding == "equal":
         return [context_len] * batch
     if padding != "ragged":
-        raise ValueError(f"unknown padding {padding!r}; use one of {PADDINGS}")
+        raise ValueError(f"unknown padding {padding!r}; use one of {PADDINGS + PADDINGS_REAL}")
     if batch == 1:
         return [1]  # a lone length-1 prompt skips prefill entirely: worth a cell
     p = context_len
@@ -136,11 +151,33 @@ def script_events(script: str, names: list[str]) -> tuple[Event, ...]:
 
 
 def scenario_rows(
-    padding: str, context_len: int, batch: int, steps: int, seed: int
+    padding: str, context_len: int, batch: int, steps: int, seed: int, model: str = ""
 ) -> tuple[Row, ...]:
     names = row_names(batch)
-    lengths = prompt_lengths(padding, context_len, batch)
-    return tuple(
-        Row(name=n, prompt=seeded_prompt(n, length, seed), max_tokens=steps)
-        for n, length in zip(names, lengths)
-    )
+    if padding == "chat":
+        prompts = [chat_question(model, i) for i in range(batch)]
+    elif padding.startswith("corpus-"):
+        lengths = prompt_lengths(padding.removeprefix("corpus-"), context_len, batch)
+        prompts = [corpus_slice(model, n, length, seed) for n, length in zip(names, lengths)]
+    else:
+        lengths = prompt_lengths(padding, context_len, batch)
+        prompts = [seeded_prompt(n, length, seed) for n, length in zip(names, lengths)]
+    return tuple(Row(name=n, prompt=p, max_tokens=steps) for n, p in zip(names, prompts))
+
+
+def chat_question(model: str, i: int) -> tuple[int, ...]:
+    from batchlab.zoo.chat import chat_prompt
+
+    return chat_prompt(model, [{"role": "system", "content": CHAT_SYSTEM},
+                               {"role": "user", "content": QUESTIONS[i % len(QUESTIONS)]}])
+
+
+def corpus_slice(model: str, name: str, length: int, seed: int) -> tuple[int, ...]:
+    """``length`` corpus tokens from an offset drawn from (seed, row name, length)."""
+    from batchlab.zoo.corpus import corpus_prompt, corpus_tokens
+
+    room = len(corpus_tokens(model)) - length
+    if room < 0:
+        raise ValueError(f"a corpus prompt of {length} tokens is longer than the corpus")
+    digest = hashlib.sha256(f"corpus/{seed}/{name}/{length}".encode()).digest()
+    return corpus_prompt(model, int.from_bytes(digest[:8], "little") % (room + 1), length)

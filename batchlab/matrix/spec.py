@@ -26,7 +26,8 @@
     [[cell]]                # one explicit scenario
     model = "llama"                  # or models = [...]: the same scenario on each
     script = "abc"                   # its name in the cell id
-    prompts = { A = [1, 2, 3], B = "hello", C = { length = 9, seed = 3 } }
+    prompts = { A = [1, 2, 3], B = "hello", C = { length = 9, seed = 3 },
+                D = { chat = "What is 2 + 2?" }, E = { corpus = 1200, length = 64 } }
     events = ["insert A,B at 0", "insert C at 3", "remove A at 8"]
     steps = 12                       # optional, as are path, context, schedule, sampling
 
@@ -230,7 +231,7 @@ def _expand_sweep(sweep: dict, defaults: dict, contexts: dict, where: str) -> li
         if batch == 1 and script != "static":
             continue  # joins and evictions need two rows
         try:
-            rows = scenario_rows(padding, int(contexts[context]), batch, steps, seed)
+            rows = scenario_rows(padding, int(contexts[context]), batch, steps, seed, str(model))
             events = script_events(script, [r.name for r in rows])
         except ValueError as err:
             raise ValueError(f"{where}: {err}") from None
@@ -308,6 +309,23 @@ def _prompt(model: str, name: str, value, where: str) -> tuple[int, ...]:
         if not all(isinstance(t, int) and not isinstance(t, bool) for t in value):
             raise ValueError(f"{where}: {what} must be a list of integer token ids")
         ids = tuple(value)
+    elif isinstance(value, dict) and "chat" in value:
+        _no_unknown(value, {"chat"}, f"{where} {what}")
+        from batchlab.zoo.chat import chat_prompt
+
+        try:
+            ids = chat_prompt(model, value["chat"])
+        except ValueError as err:
+            raise ValueError(f"{where}: {what}: {err}") from None
+    elif isinstance(value, dict) and "corpus" in value:
+        _no_unknown(value, {"corpus", "length"}, f"{where} {what}")
+        from batchlab.zoo.corpus import corpus_prompt
+
+        try:
+            ids = corpus_prompt(model, _int(value["corpus"], f"{what} corpus offset", where),
+                                _positive_int(value.get("length"), f"{what} length", where))
+        except ValueError as err:
+            raise ValueError(f"{where}: {what}: {err}") from None
     elif isinstance(value, dict):
         _no_unknown(value, {"length", "seed"}, f"{where} {what}")
         if "length" not in value:
@@ -319,7 +337,8 @@ def _prompt(model: str, name: str, value, where: str) -> tuple[int, ...]:
 
         ids = tuple(encode_text(model, value))
     else:
-        raise ValueError(f"{where}: {what} must be ids, text or {{length, seed}}")
+        raise ValueError(f"{where}: {what} must be ids, text, {{length, seed}}, {{chat}} or "
+                         "{corpus, length}")
     if not ids:
         raise ValueError(f"{where}: {what} is empty; a row needs at least one token")
     return ids

