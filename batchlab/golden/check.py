@@ -20,7 +20,8 @@ class GoldenProblem:
 
 def goldens_flag(goldens: Path | None) -> str:
     """`` --goldens DIR`` unless DIR is the default (then the flag is noise)."""
-    from batchlab.cli import DEFAULT_GOLDENS, shown
+    from batchlab.defaults import DEFAULT_GOLDENS
+    from batchlab.display import shown
 
     if goldens is None or Path(goldens).resolve() == DEFAULT_GOLDENS:
         return ""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rich.markup import escape
 
-from batchlab.cli import shown
+from batchlab.display import shown
 from batchlab.golden.check import check_goldens, unique_scenarios
 from batchlab.matrix.runner import select
 from batchlab.matrix.spec import load_matrix

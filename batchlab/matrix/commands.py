@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from batchlab.cli import shown
+from batchlab.display import shown
 from batchlab.matrix.evaluate import Reference
 from batchlab.matrix.runner import (
     default_report_dir,

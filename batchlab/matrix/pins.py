@@ -102,7 +102,7 @@ def differences(pinned: Pins, now: Pins, backend: str) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     from batchlab.backend import backend_key
-    from batchlab.cli import DEFAULT_GOLDENS, DEFAULT_MATRIX
+    from batchlab.defaults import DEFAULT_GOLDENS, DEFAULT_MATRIX
 
     parser = argparse.ArgumentParser(prog="python -m batchlab.matrix.pins",
                                      description=__doc__.split("\n\n")[0])

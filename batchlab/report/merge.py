@@ -60,7 +60,7 @@ def shard_was_cut_short(folder: Path) -> bool:
 def main(argv: list[str] | None = None) -> int:
     from rich.console import Console
 
-    from batchlab.cli import DEFAULT_MATRIX
+    from batchlab.defaults import DEFAULT_MATRIX
     from batchlab.matrix.runner import exit_status, select, summary_line
     from batchlab.matrix.spec import load_matrix
     from batchlab.report.console import print_problems, print_tables

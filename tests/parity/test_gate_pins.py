@@ -4,7 +4,7 @@ ORACLE-BUG ids (gate_pins.json; refresh with ``python -m batchlab.matrix.pins --
 import pytest
 
 from batchlab.backend import backend_key
-from batchlab.cli import DEFAULT_GOLDENS, DEFAULT_MATRIX
+from batchlab.defaults import DEFAULT_GOLDENS, DEFAULT_MATRIX
 from batchlab.matrix.pins import WRITE_COMMAND, Pins, current_pins, differences, read_pins
 from batchlab.matrix.spec import load_matrix
 

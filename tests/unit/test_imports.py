@@ -38,12 +38,6 @@ KNOWN = {
     ("batchlab.engine.run", "batchlab.matrix.drive"),
     ("batchlab.engine.run", "batchlab.zoo"),
     ("batchlab.engine.run", "batchlab.zoo.load"),
-    # still import shown / DEFAULT_* from batchlab.cli (re-exported there); the lead
-    # switches them to batchlab.display / batchlab.defaults
-    ("batchlab.matrix.commands", "batchlab.cli"),
-    ("batchlab.golden.commands", "batchlab.cli"),
-    ("batchlab.golden.check", "batchlab.cli"),
-    ("batchlab.selftest.run", "batchlab.cli"),
 }
 
 
