@@ -21,10 +21,15 @@ from batchlab.status import Status
 
 def select(cells: list[Cell], pattern: str | None, shard: tuple[int, int] | None) -> list[Cell]:
     """``pattern``: a glob if it has * ? or [, else a substring of the id; comma-separated
-    alternatives. ``shard`` (i, n), 1-based: every n-th cell starting at i."""
+    alternatives. An alternative that IS a cell's id selects that cell alone (a rerun line
+    names one cell, not the cells whose ids extend it with settings: ``.../ctx-short`` vs
+    ``.../ctx-short/t1_r1``). ``shard`` (i, n), 1-based: every n-th cell starting at i."""
     if pattern:
         alternatives = [p.strip() for p in pattern.split(",") if p.strip()]
-        cells = [c for c in cells if any(_matches(c.id, p) for p in alternatives)]
+        ids = {c.id for c in cells}
+        exact = {p for p in alternatives if p in ids}
+        loose = [p for p in alternatives if p not in exact]
+        cells = [c for c in cells if c.id in exact or any(_matches(c.id, p) for p in loose)]
     if shard:
         i, n = shard
         cells = [c for k, c in enumerate(cells) if k % n == i - 1]

@@ -69,3 +69,18 @@ def test_a_run_on_a_log_says_what_it_does_in_80_columns(tmp_path, capsys, monkey
     assert all(len(line) <= 80 for line in lines if str(tmp_path) not in line)
     assert all(len(line) <= 80 for line in lines[1:] if len(line.split()) > 1
                and line not in reruns)
+
+
+def test_an_exact_id_selects_that_cell_alone_and_a_fragment_every_match():
+    from batchlab.matrix.runner import select
+    from batchlab.matrix.spec import expand
+
+    cells = expand({"sweep": [{"models": ["llama"], "batch": [2], "padding": ["ragged"],
+                               "scripts": ["static"], "contexts": ["short"],
+                               "sampling": [{}, {"temperature": 1.0, "seed": 1}]}]})
+    ids = [c.id for c in cells]
+    assert ids == ["l1/llama/B2/ragged/static/ctx-short",
+                   "l1/llama/B2/ragged/static/ctx-short/t1_r1"]
+    assert [c.id for c in select(cells, ids[0], None)] == ids[:1]
+    assert [c.id for c in select(cells, "B2/ragged/static/ctx-short", None)] == ids
+    assert [c.id for c in select(cells, f"{ids[0]}*", None)] == ids
