@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from batchlab.zoo.build import build_atomically
@@ -29,34 +30,50 @@ def _quantization(config: dict) -> str:
     return f" q{block['bits']}g{block['group_size']}" if block else ""
 
 
+# Below this width the seven columns fold into unreadable slivers: each model becomes one
+# line of ids and an indented line of prose that wraps between words.
+WIDE_TABLE = 140
+
+
 def list_command(console: Console) -> int:
     """One row per zoo model, building any not yet in the cache (a second or so each)."""
-    table = Table(title=f"batchlab zoo ({cache_root() / 'zoo'})")
-    # Ids never wrap (they are what one copies); the prose columns take what width is left.
-    for column in ("name", "architecture", "dtype", "params", "fingerprint"):
+    rows = [_describe(name) for name in zoo_names()]
+    title = f"batchlab zoo ({cache_root() / 'zoo'})"
+    if console.width >= WIDE_TABLE:
+        table = Table(title=title)
+        # Ids never wrap (they are what one copies); the prose columns take what is left.
+        for column in ("name", "architecture", "dtype", "params", "fingerprint"):
+            table.add_column(column, no_wrap=True,
+                             justify="right" if column == "params" else "left")
+        table.add_column("layer kinds")
+        table.add_column("stands in for")
+        for row in rows:
+            table.add_row(*row)
+        console.print(table)
+        return 0
+    console.print(title, highlight=False, soft_wrap=True)
+    table = Table(box=None, pad_edge=False, show_edge=False)
+    for column in ("name", "dtype", "params", "fingerprint"):
         table.add_column(column, no_wrap=True, justify="right" if column == "params" else "left")
-    table.add_column("layer kinds")
-    table.add_column("stands in for")
-    for name in zoo_names():
-        model_type = ZOO[name].model_type if name in ZOO else "llama"
-        stands_in_for = ZOO[name].stands_in_for if name in ZOO else REAL[name].stands_in_for
-        try:
-            loaded = load(name)
-        except RealModelMissing:
-            table.add_row(name, model_type, "-", "-", "not installed", "-",
-                          f"{stands_in_for}; to add it: {REAL[name].install_hint}")
-            continue
-        table.add_row(
-            name,
-            model_type,
-            loaded.dtype + _quantization(loaded.config),
-            f"{logical_param_count(loaded):,}",
-            loaded.fingerprint,
-            layer_kinds(loaded),
-            stands_in_for,
-        )
+    for name, arch, dtype, params, fingerprint, kinds, stands_in_for in rows:
+        table.add_row(name, dtype, params, fingerprint)
+        table.add_row("", f"[dim]{escape(f'{arch}; {kinds}; {stands_in_for}')}[/]", end_section=True)
     console.print(table)
     return 0
+
+
+def _describe(name: str) -> tuple[str, ...]:
+    """(name, architecture, dtype, params, fingerprint, layer kinds, stands in for)."""
+    model_type = ZOO[name].model_type if name in ZOO else "llama"
+    stands_in_for = ZOO[name].stands_in_for if name in ZOO else REAL[name].stands_in_for
+    try:
+        loaded = load(name)
+    except RealModelMissing:
+        return (name, model_type, "-", "-", "not installed", "-",
+                f"{stands_in_for}; to add it: {REAL[name].install_hint}")
+    return (name, model_type, loaded.dtype + _quantization(loaded.config),
+            f"{logical_param_count(loaded):,}", loaded.fingerprint, layer_kinds(loaded),
+            stands_in_for)
 
 
 def build_command(names: list[str], console: Console) -> int:
