@@ -42,8 +42,7 @@ from batchlab.engine.config import MLX_LM_DEFAULTS, ScheduleConfig
 from batchlab.engine.history import History, fresh_history
 from batchlab.engine.kv import BatchKV
 from batchlab.engine.processors import process_rows
-from batchlab.engine.sampler import (GREEDY, BatchSampler, RowSampler, SamplingParams,
-                                     sample_rows)
+from batchlab.engine.sampler import GREEDY, BatchSampler, RowSampler, SamplingParams, sample_rows
 
 
 @dataclass(slots=True, kw_only=True)  # not frozen: a frozen init costs ~3x, B times a step

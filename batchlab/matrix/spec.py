@@ -53,8 +53,15 @@ from pathlib import Path
 
 from batchlab.engine.config import MLX_LM_DEFAULTS, ScheduleConfig
 from batchlab.engine.processors import ProcessorParams
-from batchlab.engine.sampler import GREEDY, SamplingParams
-from batchlab.matrix.cell import DEFAULT_SEED, DEFAULT_STEPS, Cell, Row, parse_event, validate_events
+from batchlab.engine.sampler import SamplingParams
+from batchlab.matrix.cell import (
+    DEFAULT_SEED,
+    DEFAULT_STEPS,
+    Cell,
+    Row,
+    parse_event,
+    validate_events,
+)
 from batchlab.matrix.scenarios import (
     DEFAULT_CONTEXTS,
     scenario_rows,

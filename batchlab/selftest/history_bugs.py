@@ -60,7 +60,7 @@ def history_merged_right_aligned() -> list[Patch]:
         if type(rows[0]) is not KVCache or all(r.keys is None for r in rows):
             return clean(rows)
         width = max(r.offset for r in rows)
-        full = [r for r in rows if r.keys is not None][0]
+        full = next(r for r in rows if r.keys is not None)
         padded = []
         for r in rows:
             shape = list(full.keys.shape)
