@@ -180,6 +180,9 @@ class Scheduler:
         if any(s.request.history for s in seqs):
             # rows with history: merge every row's single caches, fresh ones for the rest,
             # as BatchGenerator merges whatever each row came with (left-padded to the longest)
+            if type(self.model).__module__ in layers.NEEDS_MLX_LM_CLASSES:
+                raise ValueError(f"{type(self.model).__module__} keeps no state in the "
+                                 "engine's caches; it cannot join with history either")
             caches = layers.merge_layers([
                 (s.request.history or fresh_history(self.model)).caches for s in seqs])
         else:
