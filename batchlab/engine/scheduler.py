@@ -130,13 +130,17 @@ class Scheduler:
     def _all_seqs(self):
         return [*self.queue, *self.prompt.seqs, *self.decode.seqs]
 
-    def _forward_logprobs(self, inputs: mx.array, caches: list, seqs: list | None = None
-                          ) -> mx.array:
-        """One decode forward; ``seqs`` given: each row's logits processors run on its raw
-        logits first (BatchGenerator's order: processors, then the logsumexp)."""
+    def _forward_logprobs(self, inputs: mx.array, caches: list) -> mx.array:
         logits = self.model(inputs[:, None], cache=caches)[:, -1, :]
-        if seqs is not None and any(s.processors for s in seqs):
-            logits = process_rows(logits, inputs, seqs)
+        return logits - mx.logsumexp(logits, axis=-1, keepdims=True)
+
+    def _processed_logprobs(self, inputs: mx.array, caches: list, seqs: list) -> mx.array:
+        """A decode forward whose rows may carry logits processors: they run on each row's
+        raw logits first (BatchGenerator's order: processors, then the logsumexp)."""
+        if not any(s.processors for s in seqs):
+            return self._forward_logprobs(inputs, caches)
+        logits = self.model(inputs[:, None], cache=caches)[:, -1, :]
+        logits = process_rows(logits, inputs, seqs)
         return logits - mx.logsumexp(logits, axis=-1, keepdims=True)
 
     def _decode_logprobs(self, inputs: mx.array, caches: list) -> mx.array:
@@ -153,7 +157,7 @@ class Scheduler:
         batch = self.decode
         fed, fed_logprobs = batch.inputs, batch.input_logprobs
         if any(s.processors for s in batch.seqs):
-            logprobs = self._forward_logprobs(fed, batch.caches, batch.seqs)
+            logprobs = self._processed_logprobs(fed, batch.caches, batch.seqs)
         else:
             logprobs = self._decode_logprobs(fed, batch.caches)
         self._sample(batch, logprobs)
@@ -203,7 +207,7 @@ class Scheduler:
             seq.start_context()
         last = mx.array([s.request.prompt[-1] for s in joiners.seqs])
         first = DecodeBatch(seqs=joiners.seqs, caches=joiners.caches)
-        self._sample(first, self._forward_logprobs(last, first.caches, first.seqs))
+        self._sample(first, self._processed_logprobs(last, first.caches, first.seqs))
         if len(self.decode):
             self.decode.extend(first)
         else:
