@@ -219,12 +219,16 @@ def validate_events(rows: tuple[Row, ...], events: tuple[Event, ...], where: str
                                      "ids; give its prompt a resume = [...] or length")
                 inserted[name], state[name] = event.step, "resumed"
                 resumed.add(name)
+            elif have is None:
+                raise ValueError(f"{where}: row {name!r} is {event.action}d before it is "
+                                 "inserted")
             elif have not in ("alive", "resumed"):
                 raise ValueError(f"{where}: row {name!r} is {event.action}d at step "
                                  f"{event.step} but is not alive then")
             elif event.step == inserted[name]:
                 raise ValueError(f"{where}: row {name!r} is {event.action}d at step "
-                                 f"{event.step}, the step it is inserted; use a later step")
+                                 f"{event.step}, the step it is inserted; {event.action} it "
+                                 "at a later step")
             elif event.action == "park":
                 if have == "resumed":
                     raise ValueError(f"{where}: row {name!r} is parked twice; park it once")
