@@ -49,7 +49,7 @@ class Row:
         if self.resume:
             out["resume"] = list(self.resume)
         if self.sampling is not None:
-            out["sampling"] = asdict(self.sampling)
+            out["sampling"] = self.sampling.as_dict()
         if self.processors is not None:
             out["processors"] = asdict(self.processors)
         return out
@@ -100,8 +100,9 @@ class Cell:
     @property
     def extras(self) -> str:
         """Everything else that changes the bits, named when it is not the default:
-        ``steps40_seed1_pb2_cb4_ps16_t0.7_k5_p0.9_m0.05_r3`` (pb / cb / ps: prefill batch,
-        completion batch, prefill step; t k p m r: temperature, top-k, top-p, min-p, seed),
+        ``steps40_seed1_pb2_cb4_ps16_t0.7_k5_p0.9_m0.05_x0.5_xt0.2_r3`` (pb / cb / ps:
+        prefill batch, completion batch, prefill step; t k p m x xt r: temperature, top-k,
+        top-p, min-p, XTC probability and threshold, seed),
         then the per-row settings by position, round robin (``cyclic``), ``0`` for a row
         without: ``rs-t0.7k5+0`` (samplers, ``sampling_tag``), ``lp-rp1.3+0+b5x2``
         (processors, ``ProcessorParams.tag``)."""
@@ -120,7 +121,9 @@ class Cell:
         if not p.greedy:
             out.append(f"t{p.temperature:g}")
             for tag, have, off in (("k", p.top_k, 0), ("p", p.top_p, 1.0),
-                                   ("m", p.min_p, 0.0), ("r", p.seed, 0)):
+                                   ("m", p.min_p, 0.0), ("x", p.xtc_probability, 0.0),
+                                   ("xt", p.xtc_threshold if p.xtc_probability else 0.1, 0.1),
+                                   ("r", p.seed, 0)):
                 if have != off:
                     out.append(f"{tag}{have:g}")
         rs = cyclic([sampling_tag(r.sampling) if r.sampling else "0" for r in self.rows])
@@ -159,7 +162,7 @@ class Cell:
         if self.schedule != MLX_LM_DEFAULTS:
             out["schedule"] = self.schedule.as_dict()
         if self.sampling != GREEDY:
-            out["sampling"] = asdict(self.sampling)
+            out["sampling"] = self.sampling.as_dict()
         return out
 
     def definition_digest(self) -> str:
@@ -171,7 +174,9 @@ def sampling_tag(p: SamplingParams) -> str:
     """A per-row sampler in a cell id: ``t0.7k5p0.9m0.05`` (``t0``: greedy)."""
     out = f"t{p.temperature:g}"
     if not p.greedy:
-        for tag, have, off in (("k", p.top_k, 0), ("p", p.top_p, 1.0), ("m", p.min_p, 0.0)):
+        for tag, have, off in (("k", p.top_k, 0), ("p", p.top_p, 1.0), ("m", p.min_p, 0.0),
+                               ("x", p.xtc_probability, 0.0),
+                               ("xt", p.xtc_threshold if p.xtc_probability else 0.1, 0.1)):
             if have != off:
                 out += f"{tag}{have:g}"
     return out

@@ -5,7 +5,8 @@
     steps = 12              # tokens each row generates
     seed = 0                # prompt ids are drawn from (seed, row name, length)
     schedule = { prefill_batch_size = 8, completion_batch_size = 32, prefill_step_size = 2048 }
-    sampling = { temperature = 0.0 }     # greedy; else top_k, top_p, min_p, seed
+    sampling = { temperature = 0.0 }     # greedy; else top_k, top_p, min_p, seed,
+                                         # xtc_probability, xtc_threshold
 
     [contexts]              # optional; prompt length of each named context
     short = 5
@@ -83,7 +84,9 @@ SWEEP_KEYS = {"models", "batch", "padding", "scripts", "contexts", "paths", "ste
 CELL_KEYS = {"model", "models", "script", "prompts", "events", "steps", "path", "context",
              "schedule", "sampling", "window"}
 SCHEDULE_KEYS = set(MLX_LM_DEFAULTS.as_dict())
-SAMPLING_KEYS = {"temperature", "top_k", "top_p", "min_p", "seed"}
+SAMPLING_KEYS = {"temperature", "top_k", "top_p", "min_p", "seed", "xtc_probability",
+                 "xtc_threshold"}
+SAMPLING_FLOATS = ("temperature", "top_p", "min_p", "xtc_probability", "xtc_threshold")
 PROCESSOR_KEYS = {"logit_bias", "repetition_penalty", "repetition_context_size",
                   "presence_penalty", "presence_context_size", "frequency_penalty",
                   "frequency_context_size"}
@@ -199,7 +202,7 @@ def sampling_of(value, where: str) -> SamplingParams:
     """A ``sampling`` table: mlx-lm's make_sampler settings plus MLX's global seed."""
     table = _table(value, f"{where} sampling")
     _no_unknown(table, SAMPLING_KEYS, f"{where} sampling")
-    for key in ("temperature", "top_p", "min_p"):
+    for key in SAMPLING_FLOATS:
         if key in table and (isinstance(table[key], bool)
                              or not isinstance(table[key], (int, float))):
             raise ValueError(f"{where}: sampling {key} must be a number, got {table[key]!r}")
@@ -207,7 +210,7 @@ def sampling_of(value, where: str) -> SamplingParams:
         if key in table:
             _int(table[key], f"sampling {key}", where)
     try:
-        return SamplingParams(**{k: (float(v) if k in ("temperature", "top_p", "min_p") else v)
+        return SamplingParams(**{k: (float(v) if k in SAMPLING_FLOATS else v)
                                  for k, v in table.items()})
     except ValueError as err:
         raise ValueError(f"{where}: {err}") from None

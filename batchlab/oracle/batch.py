@@ -118,7 +118,8 @@ def row_options(rows) -> dict:
 
 
 def mlx_lm_sampler(p: SamplingParams):
-    return make_sampler(p.temperature, top_p=p.top_p, min_p=p.min_p, top_k=p.top_k)
+    return make_sampler(p.temperature, top_p=p.top_p, min_p=p.min_p, top_k=p.top_k,
+                        xtc_probability=p.xtc_probability, xtc_threshold=p.xtc_threshold)
 
 
 def prefix_cache(model: nn.Module, prefix: tuple[int, ...], step_size: int) -> list:

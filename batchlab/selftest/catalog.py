@@ -191,6 +191,12 @@ CATALOG: tuple[SeededBug, ...] = (
          history_bugs.context_forgets_history,
          "rule: the processors' context starts from insert's all_tokens (the ids the "
          "row's caches hold) plus the prefilled prompt (TokenBuffer(tokens) at the join)"),
+    _bug("history-xtc-coin-per-row",
+         "l1/llama/B4/ragged/static/ctx-short/t0.9_x0.5_xt0.05_r4,"
+         "l1/qwen3.5/B8/ragged/join-evict/ctx-short/t0.9_x0.5_xt0.05_r4",
+         history_bugs.xtc_coin_per_row,
+         "rule: mlx-lm's apply_xtc draws one uniform() scalar per call (sample_utils.py), "
+         "so rows sampled in one call share the coin"),
 )
 # fmt: on
 

@@ -107,3 +107,17 @@ def context_forgets_history() -> list[Patch]:
             self.context = mx.array(list(self.request.prompt[:-1]), dtype=mx.int32)
 
     return [Patch(owner=Sequence, name="start_context", value=start_context)]
+
+
+def xtc_coin_per_row() -> list[Patch]:
+    """XTC tosses one coin per ROW of the call instead of one scalar for the call: a batch
+    that shares a sampler no longer shares the coin (and the key advances differently)."""
+    from batchlab.engine import sampler
+
+    def xtc(logits, xtc_probability, xtc_threshold):
+        probs = mx.softmax(logits, -1)
+        mask = probs > mx.where(probs > xtc_threshold, probs, mx.inf).min(axis=-1, keepdims=True)
+        coins = mx.random.uniform(0, 1, shape=(logits.shape[0], 1))
+        return mx.where(coins > xtc_probability, logits, mx.where(mask, -mx.inf, logits))
+
+    return [Patch(owner=sampler, name="_xtc", value=xtc)]

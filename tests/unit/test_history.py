@@ -189,3 +189,22 @@ def test_own_key_sampler_draws_make_samplers_distribution():
 
     assert tv(ours) < 0.02 and tv(theirs) < 0.02
     assert exact[6:].sum() == 0 and (np.bincount(ours, minlength=8)[6:] == 0).all()
+
+
+def test_xtc_equals_mlx_lms_and_leaves_old_definitions_alone():
+    """The engine's XTC step equals mlx-lm's apply_xtc bit for bit from the same global
+    seed (its coin included); a sampler with XTC off defines exactly what it did before."""
+    from mlx_lm.sample_utils import apply_xtc
+
+    from batchlab.engine.sampler import SamplingParams, _xtc
+
+    logits = mx.random.normal((3, 64), key=mx.random.key(2)).astype(mx.bfloat16)
+    for seed in range(6):  # both sides of the coin at p = 0.5
+        mx.random.seed(seed)
+        ours = _xtc(logits, 0.5, 0.05)
+        mx.random.seed(seed)
+        theirs = apply_xtc(logits, 0.5, 0.05, [])
+        assert array_bytes(ours) == array_bytes(theirs)
+    assert set(SamplingParams(temperature=0.7).as_dict()) == {
+        "temperature", "top_p", "top_k", "min_p", "seed"}
+    assert SamplingParams(temperature=0.7, xtc_probability=0.5).as_dict()["xtc_threshold"] == 0.1
