@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 import mlx.core as mx
 
 from batchlab.engine import layers
+from batchlab.engine.history import History
+from batchlab.engine.processors import Processor, ProcessorParams, make_processors
 from batchlab.engine.sampler import RowSampler, SamplingParams
 
 
@@ -24,6 +26,8 @@ class Request:
     prompt: tuple[int, ...]
     max_tokens: int
     sampling: SamplingParams | None = None  # None: the scheduler's shared sampler
+    processors: ProcessorParams | None = None  # None: no logits processors
+    history: History | None = None  # None: the row starts from empty caches
 
     def __post_init__(self):
         if not self.prompt:
@@ -35,21 +39,46 @@ class Request:
 @dataclass(slots=True, kw_only=True)
 class Sequence:
     """A request in flight. ``unprefilled`` excludes the last prompt token, which the
-    first decode step feeds (as mlx-lm does)."""
+    first decode step feeds (as mlx-lm does). ``emitted`` are the tokens fed since (each
+    emitted token was fed by the forward that emitted it); ``context`` is the processors'
+    token context (int32, kept only for rows with processors, from the join on)."""
 
     request: Request
     unprefilled: list[int]
-    sampler: RowSampler | None  # None: the scheduler's shared sampler
+    sampler: object | None  # None: the scheduler's shared sampler
+    processors: list[Processor] = field(default_factory=list)
     num_emitted: int = 0
+    joined: bool = False
+    emitted: list[int] = field(default_factory=list)
+    context: mx.array | None = None
 
     @classmethod
-    def start(cls, request: Request) -> Sequence:
+    def start(cls, request: Request, row_sampler: type = RowSampler) -> Sequence:
+        p = request.processors
         return cls(request=request, unprefilled=list(request.prompt[:-1]),
-                   sampler=RowSampler(request.sampling) if request.sampling else None)
+                   sampler=row_sampler(request.sampling) if request.sampling else None,
+                   processors=make_processors(p) if p else [])
 
     @property
     def name(self) -> str:
         return self.request.name
+
+    @property
+    def history_tokens(self) -> tuple[int, ...]:
+        return self.request.history.tokens if self.request.history else ()
+
+    def cache_tokens(self) -> tuple[int, ...]:
+        """The ids this row's caches hold now (mlx-lm's ``tokens`` of the row)."""
+        prompt = self.request.prompt
+        if self.joined:
+            return self.history_tokens + prompt + tuple(self.emitted)
+        return self.history_tokens + prompt[: len(prompt) - 1 - len(self.unprefilled)]
+
+    def start_context(self) -> None:
+        """At the join: the context is every id prefilled so far (the fed one comes next)."""
+        if self.processors:
+            self.context = mx.array(list(self.history_tokens + self.request.prompt[:-1]),
+                                    dtype=mx.int32)
 
 
 @dataclass(slots=True, kw_only=True)

@@ -11,6 +11,8 @@ from mlx import nn
 
 from batchlab.engine.batch import Request
 from batchlab.engine.config import ScheduleConfig
+from batchlab.engine.history import History, prefix_history
+from batchlab.engine.sampler import BatchSampler
 from batchlab.engine.scheduler import Scheduler
 from batchlab.matrix.cell import Cell
 from batchlab.matrix.drive import drive_script
@@ -25,24 +27,40 @@ def run_script(
     keep_values: bool = True,
     scheduler_class: type[Scheduler] = Scheduler,
 ) -> Trajectory:
-    """``config`` defaults to the cell's schedule; the cell's sampler is shared by every row,
-    drawing from MLX's global key seeded here, as the oracle seeds it."""
-    scheduler = scheduler_class(model, config or cell.schedule, sampling=cell.sampling)
+    """``config`` defaults to the cell's schedule; the cell's sampler is shared by every row
+    without its own, drawing from MLX's global key seeded here, as the oracle seeds it. A
+    row's own sampler draws from the same global key, per row in batch order (BatchSampler),
+    because that is what BatchGenerator does with per-row samplers."""
+    config = config or cell.schedule
+    scheduler = scheduler_class(model, config, sampling=cell.sampling)
+    scheduler.row_sampler = BatchSampler  # set, not passed: every path's constructor takes it
     out = TrajectoryBuilder(dtype, keep_values)
+    parked: dict[str, History] = {}
     mx.random.seed(cell.sampling.seed)
 
+    def request(row, prompt, history):
+        return Request(name=row.name, prompt=prompt, max_tokens=row.max_tokens,
+                       sampling=row.sampling, processors=row.processors, history=history)
+
     def insert(rows):
-        scheduler.insert([Request(name=r.name, prompt=r.prompt, max_tokens=r.max_tokens)
-                          for r in rows])
+        scheduler.insert([
+            request(r, r.prompt, prefix_history(model, r.prefix, config.prefill_step_size)
+                    if r.prefix else None) for r in rows])
         for row in rows:
             out.start(row.name)
+
+    def park(rows):
+        parked.update(scheduler.remove([r.name for r in rows], keep_history=True))
+
+    def resume(rows):
+        scheduler.insert([request(r, r.resume, parked.pop(r.name)) for r in rows])
 
     def step(n):
         for emission in scheduler.step():
             out.add(emission.name, n, emission.token, emission.logprobs)
 
     drive_script(cell, insert=insert, remove=lambda rows: scheduler.remove([r.name for r in rows]),
-                 step=step, active=lambda: scheduler.num_active > 0)
+                 step=step, active=lambda: scheduler.num_active > 0, park=park, resume=resume)
     return out.build()
 
 

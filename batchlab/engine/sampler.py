@@ -5,8 +5,10 @@ subtraction rounds distinct logits onto one logprob, so the two part on flat
 distributions), first index on ties.
 
 At temperature > 0 the logprobs go through mlx-lm's ``make_sampler`` chain, op for op,
-because the gate compares sampled tokens bit for bit: top-p, then min-p, then top-k, each
-masking to -inf on the unscaled logprobs, then ``categorical(logprobs * (1 / temp))``.
+because the gate compares sampled tokens bit for bit: top-p, then min-p, then XTC, then
+top-k, each masking to -inf on the unscaled logprobs, then
+``categorical(logprobs * (1 / temp))``. XTC tosses ONE coin per call (``uniform()``, a
+scalar) from MLX's global key, before the draw: a batch sampled in one call shares it.
 Where the draw's random bits come from is the one choice:
 
 - ``BatchSampler``: the batch's shared sampler (mlx-lm's ``BatchGenerator(sampler=...)``).
@@ -32,6 +34,8 @@ class SamplingParams:
     top_k: int = 0  # 0 = off
     min_p: float = 0.0  # 0 = off
     seed: int = 0  # RowSampler: the row's key; BatchSampler runs: MLX's global seed
+    xtc_probability: float = 0.0  # 0 = off
+    xtc_threshold: float = 0.1  # mlx-lm's default
 
     @property
     def greedy(self) -> bool:
@@ -48,6 +52,17 @@ class SamplingParams:
             raise ValueError(f"bad sampling params {self}: need 0 <= min_p < 1")
         if not 0 <= self.seed < 2**64:
             raise ValueError(f"bad sampling params {self}: need 0 <= seed < 2**64")
+        if not 0 <= self.xtc_probability <= 1 or not 0 <= self.xtc_threshold <= 0.5:
+            raise ValueError(f"bad sampling params {self}: need 0 <= xtc_probability <= 1 "
+                             "and 0 <= xtc_threshold <= 0.5 (mlx-lm's bounds)")
+
+    def as_dict(self) -> dict:
+        """The fields, without the XTC pair while XTC is off: the definitions (and goldens)
+        of cells that never used it stay what they were before it existed."""
+        out = {f: getattr(self, f) for f in self.__dataclass_fields__}
+        if not self.xtc_probability:
+            del out["xtc_probability"], out["xtc_threshold"]
+        return out
 
 
 GREEDY = SamplingParams()
@@ -74,6 +89,18 @@ def _min_p(logprobs: mx.array, min_p: float) -> mx.array:
     return mx.where(logprobs < floor, -float("inf"), logprobs)
 
 
+# Compiled with the random state as mlx-lm's apply_xtc is: its coin must take the same turn
+# of the global key, and the fused softmax / threshold must round as the oracle's does.
+@partial(mx.compile, inputs=mx.random.state, outputs=mx.random.state)
+def _xtc(logits: mx.array, xtc_probability: float, xtc_threshold: float) -> mx.array:
+    """With probability ``xtc_probability`` (one coin for the whole call), drop every token
+    more likely than the least likely one above ``xtc_threshold`` (no special tokens)."""
+    probs = mx.softmax(logits, -1)
+    mask = probs > mx.where(probs > xtc_threshold, probs, mx.inf).min(axis=-1, keepdims=True)
+    return mx.where(mx.random.uniform(0, 1) > xtc_probability, logits,
+                    mx.where(mask, -mx.inf, logits))
+
+
 def _top_k(logprobs: mx.array, top_k: int) -> mx.array:
     """Keep the ``top_k`` largest (argpartition's choice among ties at the k-th value)."""
     dropped = mx.argpartition(-logprobs, kth=top_k - 1, axis=-1)[..., top_k:]
@@ -88,6 +115,8 @@ def filtered_logits(logprobs: mx.array, p: SamplingParams) -> mx.array:
         x = _top_p(x, p.top_p)
     if p.min_p != 0.0:
         x = _min_p(x, p.min_p)
+    if p.xtc_probability > 0.0:
+        x = _xtc(x, p.xtc_probability, p.xtc_threshold)
     if 0 < p.top_k < x.shape[-1]:
         x = _top_k(x, p.top_k)
     return x * (1.0 / p.temperature)
@@ -114,7 +143,8 @@ class RowSampler:
         self.key = None if params.greedy else mx.random.key(params.seed)
 
     def __call__(self, logprobs: mx.array) -> mx.array:
-        """``logprobs``: shape (1, V). Returns shape (1,) uint32."""
+        """``logprobs``: shape (1, V). Returns shape (1,) uint32. (XTC's coin, if on, comes
+        from MLX's global key: mlx-lm's op takes no key.)"""
         if self.params.greedy:
             return mx.argmax(logprobs, axis=-1)
         self.key, draw = mx.random.split(self.key)

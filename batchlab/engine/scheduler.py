@@ -39,8 +39,10 @@ from mlx import nn
 from batchlab.engine import layers
 from batchlab.engine.batch import DecodeBatch, PromptBatch, Request, Sequence
 from batchlab.engine.config import MLX_LM_DEFAULTS, ScheduleConfig
+from batchlab.engine.history import History, fresh_history
 from batchlab.engine.kv import BatchKV
-from batchlab.engine.sampler import GREEDY, BatchSampler, SamplingParams, sample_rows
+from batchlab.engine.processors import process_rows
+from batchlab.engine.sampler import GREEDY, BatchSampler, RowSampler, SamplingParams, sample_rows
 
 # BatchGenerator frees MLX's buffer cache every 512 decode steps of its lifetime. The
 # engine frees at the same points: on CUDA the bits of some kernels depend on where
@@ -70,11 +72,15 @@ class Scheduler:
     kv_class: type = BatchKV
 
     def __init__(self, model: nn.Module, config: ScheduleConfig = MLX_LM_DEFAULTS,
-                 sampling: SamplingParams = GREEDY):
+                 sampling: SamplingParams = GREEDY, row_sampler: type = RowSampler):
+        """``row_sampler`` makes the sampler of a request with its own settings: RowSampler
+        (its own key: serving) or BatchSampler (MLX's global key, drawn per row in batch
+        order: what BatchGenerator does with per-row samplers, so the gate's choice)."""
         self.model = model
         self.config = config
         # rows without their own sampler share this one, as BatchGenerator(sampler=...)
         self.shared_sampler = BatchSampler(sampling)
+        self.row_sampler = row_sampler
         self.max_decoding = max(config.completion_batch_size, config.prefill_batch_size)
         self.queue: list[Sequence] = []
         self.prompt = PromptBatch()
@@ -91,17 +97,31 @@ class Scheduler:
             if request.name in names:
                 raise ValueError(f"row {request.name!r} is already in flight; names are unique")
             names.add(request.name)
-            self.queue.append(Sequence.start(request))
+            self.queue.append(Sequence.start(request, self.row_sampler))
 
-    def remove(self, names: list[str]) -> None:
+    def remove(self, names: list[str], keep_history: bool = False) -> dict[str, History]:
         """Evict rows wherever they are; unknown or finished names are ignored. Runs on the
-        caller's stream, outside ``step``'s, as mlx-lm's ``BatchGenerator.remove`` does."""
+        caller's stream, outside ``step``'s, as mlx-lm's ``BatchGenerator.remove`` does.
+        ``keep_history``: also return each row's caches and the ids they hold, as
+        ``remove(uids, return_prompt_caches=True)`` does (a queued row gives back what it
+        came with; the token it sampled last and never fed is lost, in mlx-lm too)."""
         gone = set(names)
+        kept: dict[str, History] = {}
+        if keep_history:
+            for seq in self.queue:
+                if seq.name in gone:
+                    kept[seq.name] = seq.request.history or fresh_history(self.model)
+            for batch in (self.prompt, self.decode):
+                for i, seq in enumerate(batch.seqs):
+                    if seq.name in gone:
+                        kept[seq.name] = History(caches=layers.extract_layers(batch.caches, i),
+                                                 tokens=seq.cache_tokens())
         self.queue = [s for s in self.queue if s.name not in gone]
         for batch in (self.prompt, self.decode):
             keep = [i for i, s in enumerate(batch.seqs) if s.name not in gone]
             if len(keep) < len(batch):
                 batch.filter(keep)
+        return kept
 
     def step(self) -> list[Emission]:
         with mx.stream(engine_stream()):
@@ -125,6 +145,15 @@ class Scheduler:
         logits = self.model(inputs[:, None], cache=caches)[:, -1, :]
         return logits - mx.logsumexp(logits, axis=-1, keepdims=True)
 
+    def _processed_logprobs(self, inputs: mx.array, caches: list, seqs: list) -> mx.array:
+        """A decode forward whose rows may carry logits processors: they run on each row's
+        raw logits first (BatchGenerator's order: processors, then the logsumexp)."""
+        if not any(s.processors for s in seqs):
+            return self._forward_logprobs(inputs, caches)
+        logits = self.model(inputs[:, None], cache=caches)[:, -1, :]
+        logits = process_rows(logits, inputs, seqs)
+        return logits - mx.logsumexp(logits, axis=-1, keepdims=True)
+
     def _decode_logprobs(self, inputs: mx.array, caches: list) -> mx.array:
         """The decode forward of the running batch (a path may replace it)."""
         return self._forward_logprobs(inputs, caches)
@@ -138,11 +167,16 @@ class Scheduler:
     def _decode_step(self) -> list[Emission]:
         batch = self.decode
         fed, fed_logprobs = batch.inputs, batch.input_logprobs
-        self._sample(batch, self._decode_logprobs(fed, batch.caches))
+        if any(s.processors for s in batch.seqs):
+            logprobs = self._processed_logprobs(fed, batch.caches, batch.seqs)
+        else:
+            logprobs = self._decode_logprobs(fed, batch.caches)
+        self._sample(batch, logprobs)
         tokens = fed.tolist()  # already computed: the previous step queued it
         emitted, keep = [], []
         for i, seq in enumerate(batch.seqs):
             seq.num_emitted += 1
+            seq.emitted.append(tokens[i])
             finished = seq.num_emitted >= seq.request.max_tokens
             emitted.append(Emission(name=seq.name, token=tokens[i], finished=finished,
                                     step_logprobs=fed_logprobs, row=i))
@@ -158,7 +192,16 @@ class Scheduler:
         if n <= 0:
             return
         seqs, self.queue = self.queue[:n], self.queue[n:]
-        caches = layers.make_batch_caches(self.model, n, kv_class=self.kv_class)
+        if any(s.request.history for s in seqs):
+            # rows with history: merge every row's single caches, fresh ones for the rest,
+            # as BatchGenerator merges whatever each row came with (left-padded to the longest)
+            if type(self.model).__module__ in layers.NEEDS_MLX_LM_CLASSES:
+                raise ValueError(f"{type(self.model).__module__} keeps no state in the "
+                                 "engine's caches; it cannot join with history either")
+            caches = layers.merge_layers([
+                (s.request.history or fresh_history(self.model)).caches for s in seqs])
+        else:
+            caches = layers.make_batch_caches(self.model, n, kv_class=self.kv_class)
         fresh = PromptBatch(seqs=seqs, caches=caches)
         if len(self.prompt):
             self.prompt.extend(fresh)
@@ -170,9 +213,12 @@ class Scheduler:
         if not ready:
             return
         joiners = self.prompt.split(ready)
+        for seq in joiners.seqs:
+            seq.joined = True
+            seq.start_context()
         last = mx.array([s.request.prompt[-1] for s in joiners.seqs])
         first = DecodeBatch(seqs=joiners.seqs, caches=joiners.caches)
-        self._sample(first, self._forward_logprobs(last, first.caches))
+        self._sample(first, self._processed_logprobs(last, first.caches, first.seqs))
         if len(self.decode):
             self.decode.extend(first)
         else:

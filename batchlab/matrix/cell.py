@@ -14,18 +14,45 @@ from pathlib import Path
 from typing import Literal
 
 from batchlab.engine.config import MLX_LM_DEFAULTS, ScheduleConfig
+from batchlab.engine.processors import ProcessorParams
 from batchlab.engine.sampler import GREEDY, SamplingParams
 
-Action = Literal["insert", "remove"]
+# park: remove keeping the row's caches (``remove(uids, return_prompt_caches=True)``);
+# resume: insert it again with those caches and its ``resume`` ids as the new prompt.
+Action = Literal["insert", "remove", "park", "resume"]
+ACTIONS = ("insert", "remove", "park", "resume")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Row:
-    """One request: its prompt ids and how many tokens it may generate."""
+    """One request: its prompt ids and how many tokens it may generate (per insert).
+
+    The rest is optional history and per-row settings: ``prefix`` (ids the row's caches
+    already hold when it is inserted, built by the single-stream path: a cached system
+    prompt), ``resume`` (the new ids it brings when a ``resume`` event re-inserts it),
+    ``sampling`` (its own sampler; None: the cell's shared one) and ``processors``."""
 
     name: str
     prompt: tuple[int, ...]
     max_tokens: int
+    prefix: tuple[int, ...] = ()
+    resume: tuple[int, ...] = ()
+    sampling: SamplingParams | None = None
+    processors: ProcessorParams | None = None
+
+    def definition(self) -> dict:
+        """The row as the golden's digest sees it; the optional fields only when set, so
+        rows without them define what they always did."""
+        out = {"name": self.name, "prompt": list(self.prompt), "max_tokens": self.max_tokens}
+        if self.prefix:
+            out["prefix"] = list(self.prefix)
+        if self.resume:
+            out["resume"] = list(self.resume)
+        if self.sampling is not None:
+            out["sampling"] = self.sampling.as_dict()
+        if self.processors is not None:
+            out["processors"] = asdict(self.processors)
+        return out
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -73,8 +100,12 @@ class Cell:
     @property
     def extras(self) -> str:
         """Everything else that changes the bits, named when it is not the default:
-        ``steps40_seed1_pb2_cb4_ps16_t0.7_k5_p0.9_m0.05_r3`` (pb / cb / ps: prefill batch,
-        completion batch, prefill step; t k p m r: temperature, top-k, top-p, min-p, seed)."""
+        ``steps40_seed1_pb2_cb4_ps16_t0.7_k5_p0.9_m0.05_x0.5_xt0.2_r3`` (pb / cb / ps:
+        prefill batch, completion batch, prefill step; t k p m x xt r: temperature, top-k,
+        top-p, min-p, XTC probability and threshold, seed),
+        then the per-row settings by position, round robin (``cyclic``), ``0`` for a row
+        without: ``rs-t0.7k5+0`` (samplers, ``sampling_tag``), ``lp-rp1.3+0+b5x2``
+        (processors, ``ProcessorParams.tag``)."""
         out = []
         if self.steps != DEFAULT_STEPS:
             out.append(f"steps{self.steps}")
@@ -90,9 +121,17 @@ class Cell:
         if not p.greedy:
             out.append(f"t{p.temperature:g}")
             for tag, have, off in (("k", p.top_k, 0), ("p", p.top_p, 1.0),
-                                   ("m", p.min_p, 0.0), ("r", p.seed, 0)):
+                                   ("m", p.min_p, 0.0), ("x", p.xtc_probability, 0.0),
+                                   ("xt", p.xtc_threshold if p.xtc_probability else 0.1, 0.1),
+                                   ("r", p.seed, 0)):
                 if have != off:
                     out.append(f"{tag}{have:g}")
+        rs = cyclic([sampling_tag(r.sampling) if r.sampling else "0" for r in self.rows])
+        if any(t != "0" for t in rs):
+            out.append("rs-" + "+".join(rs))
+        lp = cyclic([r.processors.tag if r.processors else "0" for r in self.rows])
+        if any(t != "0" for t in lp):
+            out.append("lp-" + "+".join(lp))
         return "_".join(out)
 
     @property
@@ -117,18 +156,39 @@ class Cell:
         definitions (and goldens) of cells that use neither stay what they were."""
         out = {
             "model": self.model,
-            "rows": [asdict(r) | {"prompt": list(r.prompt)} for r in self.rows],
+            "rows": [r.definition() for r in self.rows],
             "events": [str(e) for e in self.events],
         }
         if self.schedule != MLX_LM_DEFAULTS:
             out["schedule"] = self.schedule.as_dict()
         if self.sampling != GREEDY:
-            out["sampling"] = asdict(self.sampling)
+            out["sampling"] = self.sampling.as_dict()
         return out
 
     def definition_digest(self) -> str:
         text = json.dumps(self.definition(), sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def sampling_tag(p: SamplingParams) -> str:
+    """A per-row sampler in a cell id: ``t0.7k5p0.9m0.05`` (``t0``: greedy)."""
+    out = f"t{p.temperature:g}"
+    if not p.greedy:
+        for tag, have, off in (("k", p.top_k, 0), ("p", p.top_p, 1.0), ("m", p.min_p, 0.0),
+                               ("x", p.xtc_probability, 0.0),
+                               ("xt", p.xtc_threshold if p.xtc_probability else 0.1, 0.1)):
+            if have != off:
+                out += f"{tag}{have:g}"
+    return out
+
+
+def cyclic(tags: list[str]) -> list[str]:
+    """The shortest period of a per-row list: rows take these by position, round robin
+    (``[a, 0, a, 0, a]`` -> ``[a, 0]``), so a setting written once names every B alike."""
+    for n in range(1, len(tags) + 1):
+        if all(t == tags[i % n] for i, t in enumerate(tags)):
+            return tags[:n]
+    return tags
 
 
 def model_label(model: str) -> str:
@@ -137,34 +197,69 @@ def model_label(model: str) -> str:
 
 
 def validate_events(rows: tuple[Row, ...], events: tuple[Event, ...], where: str) -> None:
-    """Every row is inserted once, before it is removed, and removed while alive."""
-    names = {r.name for r in rows}
+    """Every row is inserted once, before it is removed, and removed while alive. A row is
+    parked while alive and at a step before it can have finished (fewer steps since its
+    insert than its ``max_tokens``: otherwise there may be no cache to keep), and resumed,
+    once, at a later step, with ``resume`` ids."""
+    names = {r.name: r for r in rows}
     inserted: dict[str, int] = {}
-    for event in sorted(events, key=lambda e: (e.step, e.action != "insert")):
+    state: dict[str, str] = {}  # alive, parked, resumed (alive again), gone
+    resumed: set[str] = set()
+    for event in sorted(events, key=lambda e: (e.step, e.action not in ("insert", "resume"))):
         for name in event.rows:
             if name not in names:
                 raise ValueError(f"{where}: event '{event}' names unknown row {name!r}")
+            have = state.get(name)
             if event.action == "insert":
                 if name in inserted:
-                    raise ValueError(f"{where}: row {name!r} is inserted twice")
-                inserted[name] = event.step
-            elif name not in inserted or event.step < inserted[name]:
-                raise ValueError(f"{where}: row {name!r} is removed before it is inserted")
+                    raise ValueError(f"{where}: row {name!r} is inserted twice; use 'park' "
+                                     "and 'resume' to bring a row back")
+                inserted[name], state[name] = event.step, "alive"
+            elif event.action == "resume":
+                if have != "parked":
+                    raise ValueError(f"{where}: row {name!r} is resumed at step {event.step} "
+                                     "but was not parked before; park it at an earlier step")
+                if not names[name].resume:
+                    raise ValueError(f"{where}: row {name!r} is resumed but has no 'resume' "
+                                     "ids; give its prompt a resume = [...] or length")
+                inserted[name], state[name] = event.step, "resumed"
+                resumed.add(name)
+            elif have is None:
+                raise ValueError(f"{where}: row {name!r} is {event.action}d before it is "
+                                 "inserted")
+            elif have not in ("alive", "resumed"):
+                raise ValueError(f"{where}: row {name!r} is {event.action}d at step "
+                                 f"{event.step} but is not alive then")
             elif event.step == inserted[name]:
-                raise ValueError(f"{where}: row {name!r} is removed at step {event.step}, the "
-                                 "step it is inserted; remove it at a later step")
-    missing = names - set(inserted)
+                raise ValueError(f"{where}: row {name!r} is {event.action}d at step "
+                                 f"{event.step}, the step it is inserted; {event.action} it "
+                                 "at a later step")
+            elif event.action == "park":
+                if have == "resumed":
+                    raise ValueError(f"{where}: row {name!r} is parked twice; park it once")
+                if event.step - inserted[name] >= names[name].max_tokens:
+                    raise ValueError(
+                        f"{where}: row {name!r} is parked at step {event.step}, when it may "
+                        f"have finished its {names[name].max_tokens} tokens; park it earlier")
+                state[name] = "parked"
+            else:
+                state[name] = "gone"
+    missing = set(names) - set(inserted)
     if missing:
         raise ValueError(f"{where}: rows {sorted(missing)} are never inserted")
+    unresumed = [r.name for r in rows if r.resume and r.name not in resumed]
+    if unresumed:
+        raise ValueError(f"{where}: rows {unresumed} have 'resume' ids but are never parked "
+                         "and resumed; drop the ids or add the events")
 
 
 def parse_event(text: str, where: str) -> Event:
     """``"insert A,B at 0"`` -> Event(step=0, action="insert", rows=("A", "B"))."""
     words = text.replace(", ", ",").split()
-    if len(words) != 4 or words[0] not in ("insert", "remove") or words[2] != "at":
+    if len(words) != 4 or words[0] not in ACTIONS or words[2] != "at":
         raise ValueError(
-            f"{where}: cannot read event {text!r}; write e.g. 'insert A,B at 0' or "
-            "'remove A at 8'"
+            f"{where}: cannot read event {text!r}; write e.g. 'insert A,B at 0', "
+            "'remove A at 8', 'park A at 4' or 'resume A at 7'"
         )
     try:
         step = int(words[3])

@@ -1,7 +1,9 @@
 """Drive a cell's script: the one loop both the oracle and the engine run.
 
-A step's events (inserts, removes) are applied just before the step; the loop ends once
-the last event has passed and no row is active.
+A step's events (inserts, removes, parks, resumes) are applied just before the step, in
+the order the script lists them; the loop ends once the last event has passed and no row
+is active. ``park`` removes rows keeping their caches; ``resume`` inserts them again with
+those caches and their ``resume`` ids (the callbacks keep the caches between the two).
 """
 
 from __future__ import annotations
@@ -21,7 +23,10 @@ def drive_script(
     remove: Callable[[list[Row]], None],
     step: Callable[[int], None],
     active: Callable[[], bool],
+    park: Callable[[list[Row]], None] | None = None,
+    resume: Callable[[list[Row]], None] | None = None,
 ) -> None:
+    actions = {"insert": insert, "remove": remove, "park": park, "resume": resume}
     events_at = defaultdict(list)
     for event in cell.events:
         events_at[event.step].append(event)
@@ -30,7 +35,10 @@ def drive_script(
     while active() or n <= last_event:
         for event in events_at.get(n, ()):
             rows = [cell.row(name) for name in event.rows]
-            (insert if event.action == "insert" else remove)(rows)
+            act = actions[event.action]
+            if act is None:
+                raise ValueError(f"{cell.id}: this driver cannot '{event.action}' rows")
+            act(rows)
         step(n)
         n += 1
         if n > last_event + MAX_IDLE_STEPS:

@@ -23,7 +23,16 @@ Scripts (B is the most rows alive at once):
     late-join   all but the last at 0; the last joins at step 10, into rings that have
                 wrapped (the zoo's window is 8)
 
-Scripts other than ``static`` need at least two rows (``evict-many`` four); a sweep skips
+History scripts (prompt caches kept or brought along; docs/history.md traces one):
+
+    park-resume all at 0; at step 4 A (and the last row, B >= 3) is parked (removed
+                keeping its caches), at step 7 resumed with 3 new ids on those caches
+    prefix-join rows but every third join with a prefix cache (26 + i ids at ctx-wrap)
+                built by the single-stream path; all but the last at 0, the last at 3
+    history     prefix-join's rows and joins, then A (and B, B >= 3) parked at 5 and
+                resumed at 8
+
+Scripts other than ``static``, ``park-resume`` and ``prefix-join`` need at least two rows (``evict-many`` four); a sweep skips
 them at B=1.
 """
 
@@ -31,6 +40,7 @@ from __future__ import annotations
 
 import hashlib
 import string
+from dataclasses import replace
 
 import numpy as np
 
@@ -55,8 +65,11 @@ QUESTIONS = (
     "Who wrote Pride and Prejudice?",
 )
 CHAT_SYSTEM = "Be brief."
+PARK_STEP, RESUME_STEP = 4, 7
+HISTORY_PARK_STEP, HISTORY_RESUME_STEP = 5, 8
+RESUME_LENGTH = 3
 SCRIPTS = ("static", "join", "evict", "join-evict", "staggered", "trickle", "evict-many",
-           "evict-early", "late-join")
+           "evict-early", "late-join", "park-resume", "prefix-join", "history")
 PADDINGS = ("equal", "ragged")
 
 # Prompt length of each named context. "wrap" is >= 3x the zoo's sliding window (8), so
@@ -102,6 +115,13 @@ def script_events(script: str, names: list[str]) -> tuple[Event, ...]:
     first, last = names[0], names[-1]
     if script == "static":
         return (Event(step=0, action="insert", rows=tuple(names)),)
+    if script == "park-resume":
+        parked = (first,) if len(names) < 3 else (first, last)
+        return (Event(step=0, action="insert", rows=tuple(names)),
+                Event(step=PARK_STEP, action="park", rows=parked),
+                Event(step=RESUME_STEP, action="resume", rows=parked))
+    if script == "prefix-join" and len(names) == 1:
+        return (Event(step=0, action="insert", rows=tuple(names)),)
     if len(names) < 2:
         raise ValueError(f"script {script!r} needs at least two rows")
     if script == "join":
@@ -142,6 +162,14 @@ def script_events(script: str, names: list[str]) -> tuple[Event, ...]:
             Event(step=0, action="insert", rows=tuple(names)),
             Event(step=EARLY_EVICT_STEP, action="remove", rows=leaving),
         )
+    if script in ("prefix-join", "history"):
+        events = (Event(step=0, action="insert", rows=tuple(names[:-1])),
+                  Event(step=JOIN_STEP, action="insert", rows=(last,)))
+        if script == "history":
+            parked = tuple(names[:2]) if len(names) >= 3 else (first,)
+            events += (Event(step=HISTORY_PARK_STEP, action="park", rows=parked),
+                       Event(step=HISTORY_RESUME_STEP, action="resume", rows=parked))
+        return events
     if script == "late-join":
         return (
             Event(step=0, action="insert", rows=tuple(names[:-1])),
@@ -181,3 +209,21 @@ def corpus_slice(model: str, name: str, length: int, seed: int) -> tuple[int, ..
         raise ValueError(f"a corpus prompt of {length} tokens is longer than the corpus")
     digest = hashlib.sha256(f"corpus/{seed}/{name}/{length}".encode()).digest()
     return corpus_prompt(model, int.from_bytes(digest[:8], "little") % (room + 1), length)
+
+
+def with_history(script: str, rows: tuple[Row, ...], context_len: int, seed: int
+                 ) -> tuple[Row, ...]:
+    """The history scripts' rows: prefixes for prefix-join / history (rows i with
+    i % 3 != 2, ``context_len + i`` ids each, so merged caches differ in length), resume
+    ids for the rows a script parks. Other scripts' rows come back unchanged."""
+    if script not in ("park-resume", "prefix-join", "history"):
+        return rows
+    parked = {e for ev in script_events(script, [r.name for r in rows])
+              if ev.action == "park" for e in ev.rows}
+    out = []
+    for i, row in enumerate(rows):
+        prefix = (seeded_prompt(f"{row.name}.prefix", context_len + i, seed)
+                  if script != "park-resume" and i % 3 != 2 else ())
+        resume = seeded_prompt(f"{row.name}.resume", RESUME_LENGTH, seed) if row.name in parked else ()
+        out.append(replace(row, prefix=prefix, resume=resume))
+    return tuple(out)

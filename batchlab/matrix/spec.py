@@ -5,7 +5,8 @@
     steps = 12              # tokens each row generates
     seed = 0                # prompt ids are drawn from (seed, row name, length)
     schedule = { prefill_batch_size = 8, completion_batch_size = 32, prefill_step_size = 2048 }
-    sampling = { temperature = 0.0 }     # greedy; else top_k, top_p, min_p, seed
+    sampling = { temperature = 0.0 }     # greedy; else top_k, top_p, min_p, seed,
+                                         # xtc_probability, xtc_threshold
 
     [contexts]              # optional; prompt length of each named context
     short = 5
@@ -22,13 +23,21 @@
                                      # (a variant, e.g. gemma3@w4, with the same weights)
     schedule = [{ prefill_batch_size = 2 }, { prefill_step_size = 8 }]  # optional axis
     sampling = [{ temperature = 0.7, top_k = 5, seed = 3 }]               # optional axis
+    row_sampling = [{ temperature = 0.9, top_k = 8 }, {}]   # optional: row i takes entry
+                                     # i % len (round robin); {} = the shared sampler
+    row_processors = [{ repetition_penalty = 1.3 }, {}, { logit_bias = { 5 = 2.0 } }]
+                                     # optional, the same way (mlx-lm make_logits_processors)
 
     [[cell]]                # one explicit scenario
     model = "llama"                  # or models = [...]: the same scenario on each
     script = "abc"                   # its name in the cell id
     prompts = { A = [1, 2, 3], B = "hello", C = { length = 9, seed = 3 },
                 D = { chat = "What is 2 + 2?" }, E = { corpus = 1200, length = 64 } }
-    events = ["insert A,B at 0", "insert C at 3", "remove A at 8"]
+    # a row's table may also say: ids = [...] (instead of length), prefix = 20 or [...]
+    # (ids its caches hold when it joins), resume = 3 or [...] (its ids when a 'resume'
+    # event re-inserts it), sampling = {...} and processors = {...} (its own settings)
+    events = ["insert A,B at 0", "insert C at 3", "remove A at 8"]   # also "park A at 4"
+                                     # (remove keeping its caches), "resume A at 7"
     steps = 12                       # optional, as are path, context, schedule, sampling
 
 Everything is checked before anything runs, and every error names the file, the
@@ -41,9 +50,11 @@ from __future__ import annotations
 
 import itertools
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from batchlab.engine.config import MLX_LM_DEFAULTS, ScheduleConfig
+from batchlab.engine.processors import ProcessorParams
 from batchlab.engine.sampler import SamplingParams
 from batchlab.matrix.cell import (
     DEFAULT_SEED,
@@ -58,8 +69,9 @@ from batchlab.matrix.scenarios import (
     scenario_rows,
     script_events,
     seeded_prompt,
+    with_history,
 )
-from batchlab.matrix.validate import check_name, check_prompt_ids
+from batchlab.matrix.validate import check_name, check_prompt_ids, vocab_size
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -69,11 +81,19 @@ else:  # pragma: no cover
 TOP_KEYS = {"defaults", "contexts", "sweep", "cell", "description"}
 DEFAULT_KEYS = {"path", "steps", "seed", "schedule", "sampling"}
 SWEEP_KEYS = {"models", "batch", "padding", "scripts", "contexts", "paths", "steps", "seed",
-              "schedule", "sampling", "window"}
+              "schedule", "sampling", "window", "row_sampling", "row_processors"}
 CELL_KEYS = {"model", "models", "script", "prompts", "events", "steps", "path", "context",
              "schedule", "sampling", "window"}
 SCHEDULE_KEYS = set(MLX_LM_DEFAULTS.as_dict())
-SAMPLING_KEYS = {"temperature", "top_k", "top_p", "min_p", "seed"}
+SAMPLING_KEYS = {"temperature", "top_k", "top_p", "min_p", "seed", "xtc_probability",
+                 "xtc_threshold"}
+SAMPLING_FLOATS = ("temperature", "top_p", "min_p", "xtc_probability", "xtc_threshold")
+PROCESSOR_KEYS = {"logit_bias", "repetition_penalty", "repetition_context_size",
+                  "presence_penalty", "presence_context_size", "frequency_penalty",
+                  "frequency_context_size"}
+ROW_KEYS = {"length", "seed", "ids", "prefix", "resume", "sampling", "processors"}
+# scripts that run with one row (the others join, evict or wait for a second row)
+ONE_ROW_SCRIPTS = {"static", "park-resume", "prefix-join"}
 
 
 def load_matrix(path: str | Path) -> list[Cell]:
@@ -183,7 +203,7 @@ def sampling_of(value, where: str) -> SamplingParams:
     """A ``sampling`` table: mlx-lm's make_sampler settings plus MLX's global seed."""
     table = _table(value, f"{where} sampling")
     _no_unknown(table, SAMPLING_KEYS, f"{where} sampling")
-    for key in ("temperature", "top_p", "min_p"):
+    for key in SAMPLING_FLOATS:
         if key in table and (isinstance(table[key], bool)
                              or not isinstance(table[key], (int, float))):
             raise ValueError(f"{where}: sampling {key} must be a number, got {table[key]!r}")
@@ -191,10 +211,79 @@ def sampling_of(value, where: str) -> SamplingParams:
         if key in table:
             _int(table[key], f"sampling {key}", where)
     try:
-        return SamplingParams(**{k: (float(v) if k in ("temperature", "top_p", "min_p") else v)
+        return SamplingParams(**{k: (float(v) if k in SAMPLING_FLOATS else v)
                                  for k, v in table.items()})
     except ValueError as err:
         raise ValueError(f"{where}: {err}") from None
+
+
+def row_sampling_of(value, where: str) -> SamplingParams | None:
+    """A row's own sampler: ``{}`` is none (the shared one). No seed: every sampler of a
+    batch draws from MLX's one global key, seeded by the cell's ``sampling`` seed."""
+    table = _table(value, f"{where} row sampling")
+    if "seed" in table:
+        raise ValueError(f"{where}: a row's sampling takes no seed (per-row samplers draw "
+                         "from MLX's global key, as BatchGenerator's do); set the seed in "
+                         "the cell's sampling table")
+    return sampling_of(table, where) if table else None
+
+
+def processors_of(value, where: str) -> ProcessorParams | None:
+    """A row's processors (``{}``: none): mlx-lm's make_logits_processors arguments, with
+    ``logit_bias = { 5 = 2.0 }`` keyed by token id."""
+    table = _table(value, f"{where} processors")
+    _no_unknown(table, PROCESSOR_KEYS, f"{where} processors")
+    if not table:
+        return None
+    args = {}
+    for key, v in table.items():
+        if key == "logit_bias":
+            bias = _table(v, f"{where} processors logit_bias")
+            pairs = []
+            for token, b in bias.items():
+                if not str(token).isdigit() or isinstance(b, bool) or not isinstance(b, (int, float)):
+                    raise ValueError(f"{where}: logit_bias maps token ids to numbers, e.g. "
+                                     f"{{ 5 = 2.0 }}; got {token!r} = {b!r}")
+                pairs.append((int(token), float(b)))
+            args[key] = tuple(pairs)
+        elif key.endswith("_size"):
+            args[key] = _positive_int(v, f"processors {key}", where)
+        elif isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
+            raise ValueError(f"{where}: processors {key} must be a number >= 0, got {v!r}")
+        else:
+            args[key] = float(v)
+    try:
+        params = ProcessorParams(**args)
+    except ValueError as err:
+        raise ValueError(f"{where}: {err}") from None
+    return params if params.active else None
+
+
+def _row_settings(table: dict, key: str, parse, where: str) -> list:
+    """A sweep's ``row_sampling`` / ``row_processors``: a list of tables, by position."""
+    if key not in table:
+        return [None]
+    value = table[key]
+    if not isinstance(value, list) or not value:
+        raise ValueError(f"{where}: {key!r} must be a non-empty list of tables, row i "
+                         "taking entry i % len, e.g. [{ temperature = 0.9 }, {}]")
+    return [parse(v, f"{where} {key}[{i}]") for i, v in enumerate(value)]
+
+
+def check_row_settings(cell: Cell, where: str) -> None:
+    """Ids a row brings (prefix, resume, logit bias) and per-row top-k fit the vocabulary."""
+    size = vocab_size(cell.model)
+    if size is None:
+        return
+    for row in cell.rows:
+        bias = [t for t, _ in row.processors.logit_bias] if row.processors else []
+        bad = [t for t in (*row.prefix, *row.resume, *bias) if not 0 <= t < size]
+        if bad:
+            raise ValueError(f"{where}: row {row.name} of {cell.id} names ids {bad[:5]} "
+                             f"outside 0..{size - 1} (the vocabulary of {cell.model})")
+        if row.sampling and row.sampling.top_k >= size:
+            raise ValueError(f"{where}: row {row.name}'s top_k {row.sampling.top_k} must be "
+                             f"below the vocabulary size {size} of {cell.model}")
 
 
 def _settings(table: dict, defaults: dict, where: str):
@@ -224,21 +313,28 @@ def _expand_sweep(sweep: dict, defaults: dict, contexts: dict, where: str) -> li
         if context not in contexts:
             raise ValueError(f"{where}: unknown context {context!r}; known {sorted(contexts)} "
                              "(add it under [contexts])")
+    row_samplers = _row_settings(sweep, "row_sampling", row_sampling_of, where)
+    row_processors = _row_settings(sweep, "row_processors", processors_of, where)
     cells = []
     for path, (model, batch, padding, script, context), schedule, sampling in itertools.product(
         paths, itertools.product(*axes), schedules, samplers
     ):
-        if batch == 1 and script != "static":
+        if batch == 1 and script not in ONE_ROW_SCRIPTS:
             continue  # joins and evictions need two rows
         try:
             rows = scenario_rows(padding, int(contexts[context]), batch, steps, seed, str(model))
             events = script_events(script, [r.name for r in rows])
+            rows = with_history(script, rows, int(contexts[context]), seed)
         except ValueError as err:
             raise ValueError(f"{where}: {err}") from None
+        rows = tuple(replace(r, sampling=row_samplers[i % len(row_samplers)],
+                             processors=row_processors[i % len(row_processors)])
+                     for i, r in enumerate(rows))
         cell = Cell(model=str(model), path=path, batch=batch, padding=padding, script=script,
                     context=context, rows=rows, events=events, steps=steps, seed=seed,
                     schedule=schedule, sampling=sampling)
         check_prompt_ids(cell, where)
+        check_row_settings(cell, where)
         cells.append(cell)
     return cells
 
@@ -269,17 +365,15 @@ def _explicit_cells(spec: dict, defaults: dict, where: str) -> list[Cell]:
     cells = []
     for model in _windowed(_listed(spec, "models", where, [spec.get("model")]), spec, where):
         check_name(str(model), "model", where, model=True)
-        rows = tuple(
-            Row(name=check_name(name, "row name", where),
-                prompt=_prompt(str(model), name, value, where), max_tokens=steps)
-            for name, value in prompts.items()
-        )
+        rows = tuple(_row(str(model), check_name(name, "row name", where), value, steps, where)
+                     for name, value in prompts.items())
         validate_events(rows, events, where)
         cell = Cell(model=str(model), path=path, batch=max_alive(events), padding="explicit",
                     script=spec["script"], context=spec.get("context", "explicit"),
                     rows=rows, events=events, steps=steps, seed=seed,
                     schedule=schedules[0], sampling=samplers[0])
         check_prompt_ids(cell, where)
+        check_row_settings(cell, where)
         cells.append(cell)
     return cells
 
@@ -301,6 +395,33 @@ def _windowed(models: list, table: dict, where: str) -> list:
                 raise ValueError(f"{where}: {err}") from None
             out.append(name)
     return out
+
+
+def _row(model: str, name: str, value, steps: int, where: str) -> Row:
+    """A [[cell]] prompt: ids, text, or a table with the row's history and settings."""
+    plain = ({"length", "seed"}, {"chat"}, {"corpus", "length"})  # prompt forms, no settings
+    if not isinstance(value, dict) or any(set(value) <= form for form in plain):
+        return Row(name=name, prompt=_prompt(model, name, value, where), max_tokens=steps)
+    _no_unknown(value, ROW_KEYS, f"{where} prompt {name!r}")
+    if ("ids" in value) == ("length" in value):
+        raise ValueError(f"{where}: prompt {name!r} needs either ids = [...] or a length")
+    seed = _int(value.get("seed", 0), f"prompt {name!r} seed", where)
+    prompt = (_prompt(model, name, value["ids"], where) if "ids" in value
+              else _prompt(model, name, {"length": value["length"], "seed": seed}, where))
+
+    def extra(key: str) -> tuple[int, ...]:
+        if key not in value:
+            return ()
+        v = value[key]
+        if isinstance(v, int) and not isinstance(v, bool):
+            return seeded_prompt(f"{name}.{key}", _positive_int(v, f"{key} of {name!r}", where),
+                                 seed)
+        return _prompt(model, f"{name}.{key}", v, where)
+
+    return Row(name=name, prompt=prompt, max_tokens=steps, prefix=extra("prefix"),
+               resume=extra("resume"),
+               sampling=row_sampling_of(value.get("sampling", {}), f"{where} row {name}"),
+               processors=processors_of(value.get("processors", {}), f"{where} row {name}"))
 
 
 def _prompt(model: str, name: str, value, where: str) -> tuple[int, ...]:

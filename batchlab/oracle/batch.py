@@ -12,9 +12,11 @@ from __future__ import annotations
 import mlx.core as mx
 from mlx import nn
 from mlx_lm.generate import BatchGenerator
-from mlx_lm.sample_utils import make_sampler
+from mlx_lm.models.cache import make_prompt_cache
+from mlx_lm.sample_utils import make_logits_processors, make_sampler
 
 from batchlab.engine.config import ScheduleConfig
+from batchlab.engine.sampler import SamplingParams
 from batchlab.matrix.cell import Cell
 from batchlab.matrix.drive import drive_script
 from batchlab.trajectory import Trajectory, TrajectoryBuilder
@@ -36,8 +38,7 @@ def run_batch_oracle(
     generator = BatchGenerator(
         model,
         max_tokens=max(r.max_tokens for r in cell.rows),
-        sampler=None if p.greedy else make_sampler(p.temperature, top_p=p.top_p,
-                                                   min_p=p.min_p, top_k=p.top_k),
+        sampler=None if p.greedy else mlx_lm_sampler(p),
         prefill_batch_size=config.prefill_batch_size,
         completion_batch_size=config.completion_batch_size,
         prefill_step_size=config.prefill_step_size,
@@ -53,19 +54,41 @@ def _drive(cell: Cell, generator: BatchGenerator, out: TrajectoryBuilder) -> Tra
     uid_of: dict[str, int] = {}
     name_of: dict[int, str] = {}
     alive: set[str] = set()
+    parked: dict[str, tuple[list, list[int]]] = {}  # name -> (caches, the ids they hold)
+    model, step_size = generator.model, generator.prefill_step_size
 
-    def insert(rows):
-        uids = generator.insert([list(r.prompt) for r in rows],
-                                max_tokens=[r.max_tokens for r in rows])
+    def add(rows, prompts, caches, all_tokens):
+        per_row = row_options(rows)
+        uids = generator.insert(prompts, max_tokens=[r.max_tokens for r in rows],
+                                caches=caches, all_tokens=all_tokens, **per_row)
         for row, uid in zip(rows, uids):
             uid_of[row.name], name_of[uid] = uid, row.name
             alive.add(row.name)
             out.start(row.name)
 
+    def insert(rows):
+        if any(r.prefix for r in rows):
+            caches = [prefix_cache(model, r.prefix, step_size) if r.prefix else None for r in rows]
+            add(rows, [list(r.prompt) for r in rows], caches, [list(r.prefix) for r in rows])
+        else:
+            add(rows, [list(r.prompt) for r in rows], None, None)
+
     def remove(rows):
         live = [r.name for r in rows if r.name in alive]
         generator.remove([uid_of[n] for n in live])
         alive.difference_update(live)
+
+    def park(rows):
+        names = [r.name for r in rows]
+        kept = generator.remove([uid_of[n] for n in names], return_prompt_caches=True)
+        for name in names:
+            caches, tokens = kept[uid_of[name]]  # the script parks rows before they can end
+            parked[name] = (caches, list(tokens))
+        alive.difference_update(names)
+
+    def resume(rows):
+        held = [parked.pop(r.name) for r in rows]
+        add(rows, [list(r.resume) for r in rows], [c for c, _ in held], [t for _, t in held])
 
     def step(n):
         _, responses = generator.next()
@@ -75,5 +98,37 @@ def _drive(cell: Cell, generator: BatchGenerator, out: TrajectoryBuilder) -> Tra
             if response.finish_reason is not None:
                 alive.discard(name)
 
-    drive_script(cell, insert=insert, remove=remove, step=step, active=lambda: bool(alive))
+    drive_script(cell, insert=insert, remove=remove, step=step, active=lambda: bool(alive),
+                 park=park, resume=resume)
     return out.build()
+
+
+def row_options(rows) -> dict:
+    """``insert``'s per-row samplers and processors, mlx-lm's own (a row without its own
+    sampler takes the generator's shared one). Each row gets its own sampler object, so a
+    batch with any of them samples one row at a time, in batch order."""
+    out = {}
+    if any(r.sampling for r in rows):
+        out["samplers"] = [mlx_lm_sampler(r.sampling) if r.sampling else None for r in rows]
+    if any(r.processors for r in rows):
+        out["logits_processors"] = [
+            make_logits_processors(**r.processors.mlx_lm_kwargs()) if r.processors else None
+            for r in rows]
+    return out
+
+
+def mlx_lm_sampler(p: SamplingParams):
+    return make_sampler(p.temperature, top_p=p.top_p, min_p=p.min_p, top_k=p.top_k,
+                        xtc_probability=p.xtc_probability, xtc_threshold=p.xtc_threshold)
+
+
+def prefix_cache(model: nn.Module, prefix: tuple[int, ...], step_size: int) -> list:
+    """A row's caches after mlx-lm's single-stream prefill of ``prefix`` (as generate_step
+    prefills: ``make_prompt_cache``, then the forward in chunks of ``step_size``)."""
+    cache = make_prompt_cache(model)
+    tokens = mx.array(list(prefix))[None]
+    while tokens.shape[1] > 0:
+        model(tokens[:, :step_size], cache=cache)
+        mx.eval([c.state for c in cache])
+        tokens = tokens[:, step_size:]
+    return cache

@@ -32,7 +32,8 @@ def make_golden(cell: Cell, keep_values: bool = False) -> Golden:
     """Run the oracle (batch mode, then the serial self-check) for one scenario.
     ``keep_values`` keeps full logprob vectors in memory (for KL gates; never written)."""
     loaded = load(cell.model)
-    skip = serial_check_reason(loaded.model, backend_key(), cell.sampling.greedy)
+    any_greedy = any((r.sampling or cell.sampling).greedy for r in cell.rows)
+    skip = serial_check_reason(loaded.model, backend_key(), any_greedy)
     try:
         trajectory = run_batch_oracle(cell, loaded.model, loaded.dtype, keep_values=keep_values)
     except Exception as err:  # noqa: BLE001 - a crash in batch mode is evidence

@@ -20,6 +20,12 @@ from mlx_lm.sample_utils import greedy_sampler
 
 from batchlab.engine.config import MLX_LM_DEFAULTS
 from batchlab.matrix.cell import Cell
+from batchlab.oracle.serial_history import (
+    needs_history_replay,
+    replay_row,
+    row_is_greedy,
+    segment_lengths,
+)
 from batchlab.trajectory import Trajectory, make_step
 
 
@@ -40,7 +46,8 @@ class OracleBug:
 def serial_check_reason(model: nn.Module, backend: str, greedy: bool = True) -> str | None:
     """None if the serial check applies here, else why it does not."""
     if not greedy:
-        return "skipped: temperature > 0 (the batch's one draw over B rows depends on B)"
+        return ("skipped: temperature > 0 in every row (the batch's draws depend on B and "
+                "the row order)")
     if not backend.startswith("cpu"):
         return f"skipped: on {backend} batching changes reduction order, B=N != B=1 is expected"
     caches = make_prompt_cache(model)
@@ -69,11 +76,21 @@ def serial_steps(model: nn.Module, prompt: tuple[int, ...], n: int,
 
 
 def check_against_serial(cell: Cell, model: nn.Module, batch: Trajectory) -> OracleBug | None:
+    """Each greedy row against its serial run; rows with history or processors are
+    replayed with the batch's chunks (``serial_history``); sampled rows are not checked."""
     bad_rows, first = [], None
     details = []
     for row in cell.rows:
         got = batch.rows.get(row.name, ())
-        serial = serial_steps(model, row.prompt, len(got), cell.schedule.prefill_step_size)
+        if not row_is_greedy(cell, row):
+            continue
+        if needs_history_replay(row):
+            lengths = segment_lengths(cell, row, got)
+            if len(lengths) > 1 and lengths[0] == 0:
+                continue  # parked before its first token: its cache holds part of a prompt
+            serial = replay_row(model, cell, row, lengths)
+        else:
+            serial = serial_steps(model, row.prompt, len(got), cell.schedule.prefill_step_size)
         for i, (b, s) in enumerate(zip(got, serial)):
             if b.digest != s.digest or b.token != s.token:
                 bad_rows.append(row.name)

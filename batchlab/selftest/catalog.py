@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from batchlab.selftest import cache_bugs, model_bugs, regime_bugs, schedule_bugs
+from batchlab.selftest import cache_bugs, history_bugs, model_bugs, regime_bugs, schedule_bugs
 from batchlab.selftest.inject import Patch
 
 
@@ -164,6 +164,39 @@ CATALOG: tuple[SeededBug, ...] = (
          regime_bugs.top_k_keeps_ties,
          "rule: mlx-lm's top-k keeps exactly k (argpartition); ties are common in flat "
          "bf16 logits (FACTS, the zoo's llama-flat)"),
+    # -- history, processors, per-row samplers (docs/history.md)
+    _bug("history-processor-neighbour-token",
+         "l1/llama/B3/ragged/static/ctx-short/lp-*,l1/qwen3/B8/ragged/join-evict/ctx-short/lp-*",
+         history_bugs.processor_reads_neighbour_token,
+         "rule: each row's processors see that row's own TokenBuffer context "
+         "(BatchGenerator's GenerationBatch._step, one context per row)"),
+    _bug("history-parked-offset",
+         "l1/llama/B2/ragged/park-resume/ctx-wrap,l1/llama/B3/ragged/history/ctx-wrap",
+         history_bugs.parked_offset_not_restored,
+         "rule: remove(return_prompt_caches=True) returns the row's caches holding every id "
+         "fed so far (extract slices left_padding.._idx); the resumed row continues there"),
+    _bug("history-merge-no-left-padding",
+         "l1/llama/B2/ragged/prefix-join/ctx-wrap,l1/llama/B4/ragged/prefix-join/ctx-wrap",
+         history_bugs.history_merged_right_aligned,
+         "rule: BatchKVCache.merge left-pads rows to the longest (FACTS: 'merge left-pads "
+         "rows'); insert(caches=) goes through it"),
+    _bug("history-row-draws-reversed",
+         "l1/llama/B4/ragged/static/ctx-short/t0.8_r7_rs-*,"
+         "l1/gemma3/B2/ragged/join-evict/ctx-short/t0.8_r7_rs-*",
+         history_bugs.row_samplers_drawn_in_reverse,
+         "rule: with per-row samplers BatchGenerator samples row by row in batch order "
+         "(generate.py _step), each call taking the next turn of MLX's global key"),
+    _bug("history-context-forgets-cache",
+         "l1/llama/B3/explicit/resume-one/*,l1/llama/B3/ragged/history/ctx-wrap/t0.7_r2_*",
+         history_bugs.context_forgets_history,
+         "rule: the processors' context starts from insert's all_tokens (the ids the "
+         "row's caches hold) plus the prefilled prompt (TokenBuffer(tokens) at the join)"),
+    _bug("history-xtc-coin-per-row",
+         "l1/llama/B4/ragged/static/ctx-short/t0.9_x0.5_xt0.05_r4,"
+         "l1/qwen3.5/B8/ragged/join-evict/ctx-short/t0.9_x0.5_xt0.05_r4",
+         history_bugs.xtc_coin_per_row,
+         "rule: mlx-lm's apply_xtc draws one uniform() scalar per call (sample_utils.py), "
+         "so rows sampled in one call share the coin"),
 )
 # fmt: on
 

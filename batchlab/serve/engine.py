@@ -26,6 +26,7 @@ from mlx import nn
 
 from batchlab.engine.batch import Request
 from batchlab.engine.config import ScheduleConfig
+from batchlab.engine.processors import ProcessorParams
 from batchlab.engine.sampler import SamplingParams
 from batchlab.engine.scheduler import Scheduler
 from batchlab.serve.budget import RowCost, measure_row_cost
@@ -51,6 +52,7 @@ class Job:
     max_tokens: int
     sampling: SamplingParams
     stop_ids: frozenset[int]
+    processors: ProcessorParams | None = None
     events: queue.Queue = field(default_factory=queue.Queue)  # Token ... then one Done
     num_tokens: int = 0
 
@@ -106,7 +108,8 @@ class ServeEngine:
         self._thread.join(timeout=10)
 
     def submit(self, prompt: list[int], *, max_tokens: int,
-               sampling: SamplingParams, stop_ids: frozenset[int] | None = None) -> Job:
+               sampling: SamplingParams, stop_ids: frozenset[int] | None = None,
+               processors: ProcessorParams | None = None) -> Job:
         """Check a request and queue it; raises ValueError (the client's fault) with
         what to change."""
         if self.failure:
@@ -119,8 +122,12 @@ class ServeEngine:
                              f"[0, {self.vocab_size})")
         if max_tokens < 1:
             raise ValueError("max_tokens must be >= 1")
+        biased = [t for t, _ in processors.logit_bias] if processors else []
+        if any(not 0 <= t < self.vocab_size for t in biased):
+            raise ValueError(f"logit_bias token ids {biased[:5]} must be inside the vocabulary "
+                             f"[0, {self.vocab_size})")
         job = Job(name=f"job-{next(self._ids)}", prompt=tuple(prompt), max_tokens=max_tokens,
-                  sampling=sampling,
+                  sampling=sampling, processors=processors,
                   stop_ids=self.default_stop_ids if stop_ids is None else stop_ids)
         if self.kv_budget is not None:
             need = self.row_cost.batch_bytes([job.projected_tokens])
@@ -197,7 +204,8 @@ class ServeEngine:
         for job in admitted:
             self._running[job.name] = job
         self.scheduler.insert([Request(name=j.name, prompt=j.prompt, max_tokens=j.max_tokens,
-                                       sampling=j.sampling) for j in admitted])
+                                       sampling=j.sampling, processors=j.processors)
+                               for j in admitted])
 
     def _projected(self, jobs: list[Job]) -> int:
         return self.row_cost.batch_bytes([j.projected_tokens for j in jobs])

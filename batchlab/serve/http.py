@@ -7,7 +7,9 @@
     POST /v1/chat/completions    messages, for a tokenizer with a chat template
 
 Both POSTs take ``max_tokens`` (default 16), ``temperature`` (default 0: greedy, as
-the gates run), ``top_p``, ``top_k``, ``min_p``, ``seed``, ``stream`` (server-sent
+the gates run), ``top_p``, ``top_k``, ``min_p``, ``seed``, ``presence_penalty``,
+``frequency_penalty``, ``repetition_penalty``, ``logit_bias`` ({"id": bias}; the engine's
+processors, mlx-lm's make_logits_processors op for op), ``stream`` (server-sent
 events, ending with ``data: [DONE]``) and, beyond OpenAI, ``stop_token_ids`` (default:
 the tokenizer's EOS ids). Every choice also carries its ``token_ids``. Unsupported
 fields (``n`` > 1, ``logprobs``, ``stop`` strings) are refused with a 400 that says so,
@@ -21,6 +23,7 @@ import time
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from batchlab.engine.processors import ProcessorParams
 from batchlab.engine.sampler import SamplingParams
 from batchlab.serve.engine import Done, Job, ServeEngine, Token
 
@@ -184,7 +187,21 @@ def _generation_args(body: dict, server: OpenAIServer) -> dict:
     stop = body.get("stop_token_ids")
     if stop is not None and not (isinstance(stop, list) and all(type(t) is int for t in stop)):
         raise ClientError("'stop_token_ids' must be a list of token ids")
+    bias = body.get("logit_bias") or {}
+    if not isinstance(bias, dict) or not all(
+            str(k).isdigit() and not isinstance(v, bool) and isinstance(v, (int, float))
+            for k, v in bias.items()):
+        raise ClientError("'logit_bias' must map token ids to numbers, e.g. {\"5\": 2.0}")
+    try:
+        processors = ProcessorParams(
+            logit_bias=tuple((int(k), float(v)) for k, v in bias.items()),
+            presence_penalty=number("presence_penalty", 0.0),
+            frequency_penalty=number("frequency_penalty", 0.0),
+            repetition_penalty=number("repetition_penalty", 0.0))
+    except ValueError as err:
+        raise ClientError(str(err)) from None
     return {"max_tokens": max_tokens, "sampling": sampling,
+            "processors": processors if processors.active else None,
             "stop_ids": None if stop is None else frozenset(stop)}
 
 

@@ -8,8 +8,9 @@ import json
 from pathlib import Path
 
 from rich.console import Console
-from rich.markup import escape
+from rich.padding import Padding
 from rich.table import Table
+from rich.text import Text
 
 from batchlab.zoo.build import build_atomically
 from batchlab.zoo.gguf import write_gguf_model
@@ -52,13 +53,12 @@ def list_command(console: Console) -> int:
         console.print(table)
         return 0
     console.print(title, highlight=False, soft_wrap=True)
-    table = Table(box=None, pad_edge=False, show_edge=False)
-    for column in ("name", "dtype", "params", "fingerprint"):
-        table.add_column(column, no_wrap=True, justify="right" if column == "params" else "left")
+    widths = [max(len(row[i]) for row in rows) for i in (0, 2, 3)]
     for name, arch, dtype, params, fingerprint, kinds, stands_in_for in rows:
-        table.add_row(name, dtype, params, fingerprint)
-        table.add_row("", f"[dim]{escape(f'{arch}; {kinds}; {stands_in_for}')}[/]", end_section=True)
-    console.print(table)
+        ids = f"{name:<{widths[0]}}  {dtype:<{widths[1]}}  {params:>{widths[2]}}  {fingerprint}"
+        console.print(ids, highlight=False, soft_wrap=True)  # ids are copied: never broken
+        console.print(Padding(Text(f"{arch}; {kinds}; {stands_in_for}", style="dim"),
+                              (0, 0, 0, 4)))
     return 0
 
 

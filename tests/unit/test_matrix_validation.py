@@ -88,3 +88,16 @@ def test_explicit_cell_over_several_models():
                               if k != "model"}]})
     assert [c.id for c in cells] == ["l1/llama/B2/explicit/abc/ctx-explicit",
                                      "l1/qwen3/B2/explicit/abc/ctx-explicit"]
+
+
+def test_chat_and_corpus_prompts_in_an_explicit_cell():
+    from batchlab.zoo.chat import chat_prompt
+    from batchlab.zoo.corpus import corpus_prompt
+
+    (c,) = expand({"cell": [cell(prompts={"A": {"chat": "hi"},
+                                          "B": {"corpus": 100, "length": 7}})]})
+    assert c.row("A").prompt == chat_prompt("llama", "hi")
+    assert c.row("B").prompt == corpus_prompt("llama", 100, 7) and len(c.row("B").prompt) == 7
+    with pytest.raises(ValueError, match=r"\[\[cell\]\] #1: prompt 'B': corpus slice"):
+        expand({"cell": [cell(prompts={"A": [1], "B": {"corpus": 10**9, "length": 7}})]},
+               where="m.toml")

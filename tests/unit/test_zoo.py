@@ -227,3 +227,15 @@ def test_load_describes_the_model(name):
     assert loaded.dtype == ZOO[name].dtype
     assert layer_kinds(loaded) == LAYER_KINDS[name]
     assert 50_000 < param_count(loaded) < 400_000  # tiny: the CPU CI runs hundreds of cells
+
+
+def test_zoo_list_stays_readable_at_80_columns(monkeypatch, capsys):
+    from batchlab.cli import main
+
+    monkeypatch.setenv("COLUMNS", "80")
+    assert main(["zoo", "list"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert all(len(line.rstrip()) <= 80 for line in lines)
+    llama = next(i for i, line in enumerate(lines) if line.startswith("llama "))
+    assert lines[llama].split() == ["llama", "bfloat16", "94,528", "bdd513fd0c57778e"]
+    assert lines[llama + 1].strip().startswith("llama; full×2; Llama 3.x")
