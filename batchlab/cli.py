@@ -62,8 +62,10 @@ def build_parser() -> argparse.ArgumentParser:
     selftest.add_argument("--bug", default=None, help="run only bugs whose name contains this")
 
     from batchlab.bench.cli import add_bench_parser
+    from batchlab.gate.commands import add_gate_parser
     from batchlab.serve.cli import add_serve_parser
     add_bench_parser(sub)
+    add_gate_parser(sub)
     add_serve_parser(sub)
     return parser
 
