@@ -58,14 +58,22 @@ def outcomes(campaign: Path) -> dict[str, Outcome]:
 
 
 def sample(campaign: Path, every: int) -> list[str]:
-    """Every ``every``-th mutant of each engine file, by mutmut's name order, starting at
-    the first: deterministic for one engine source and one mutmut version."""
+    """Every ``every``-th mutant of each engine file, in name order (a function's mutants
+    by their number), starting at the first: deterministic for one engine source and one
+    mutmut version."""
     if every < 1:
         raise ValueError("--every must be >= 1")
     by_file: dict[str, list[str]] = {}
     for o in outcomes(campaign).values():
         by_file.setdefault(o.file, []).append(o.name)
-    return [name for file in sorted(by_file) for name in sorted(by_file[file])[::every]]
+    return [name for file in sorted(by_file)
+            for name in sorted(by_file[file], key=_numbered)[::every]]
+
+
+def _numbered(name: str) -> tuple[str, int]:
+    """``f__mutmut_10`` after ``f__mutmut_9``."""
+    stem, _, number = name.rpartition("_")
+    return (stem, int(number)) if number.isdigit() else (name, 0)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -72,11 +72,11 @@ def test_the_command_writes_its_report_and_exits_1_at_threshold_100(tmp_path, mo
     monkeypatch.setattr("batchlab.gate.commands.measure", lambda *a: one_cell)
     args = build_parser().parse_args(["gate", "coverage", "--filter", ONE_CELL,
                                       "--threshold", "100", "--report", str(tmp_path)])
-    console = Console(file=open(tmp_path / "out.txt", "w"), width=200)
-    assert coverage_command(args, console) == 1
-    args = Namespace(**{**vars(args), "threshold": 0.0})
-    assert coverage_command(args, console) == 0
-    console.file.close()
+    with open(tmp_path / "out.txt", "w") as out:
+        console = Console(file=out, width=200)
+        assert coverage_command(args, console) == 1
+        args = Namespace(**{**vars(args), "threshold": 0.0})
+        assert coverage_command(args, console) == 0
     saved = json.loads((tmp_path / "engine.json").read_text())
     assert saved["cells"] == 1 and saved["filter"] == ONE_CELL
     assert saved["branch_percent"] == round(one_cell.branch_percent, 3)
