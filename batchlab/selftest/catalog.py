@@ -31,6 +31,9 @@ class SeededBug:
     # How the gate must see it. A silent bug that only ever shows up as ERROR is more
     # likely an injector broken by an engine change (a TypeError in the patch) than a catch.
     caught_as: str = "FAIL"
+    # For a PENDING bug: the default-matrix cell proposed to catch it (TOML), until the
+    # matrix has it; then the bug moves to CATALOG.
+    proposed_cell: str = ""
 
 
 def _bug(name: str, cells: str, inject: Callable[[], list[Patch]], history: str,
@@ -99,6 +102,14 @@ CATALOG: tuple[SeededBug, ...] = (
          cache_bugs.ring_extend_skips_temporal_order,
          "rule: BatchRotatingKVCache.extend calls _temporal_order when the rings differ "
          "(FACTS); the seed validated ring wrap separately, after short contexts"),
+    _bug("ring-trim-keeps-oldest", _over(WRAPS, "gemma3", "gpt-oss", "gemma4-12b"),
+         cache_bugs.ring_trim_keeps_oldest,
+         "rule: the prefill keeps up to max_size + S - 1 entries; the first decode trims "
+         "and starts rotating (FACTS); which end is cut is the ring's subtlety"),
+    _bug("ring-evict-keeps-padding", _over(WRAPS, "gemma3", "gpt-oss", "gemma4-12b"),
+         cache_bugs.ring_evict_keeps_padding,
+         "rule: left_padding goes negative once the ring wraps (FACTS): each write into "
+         "a wrapped ring evicts one column of every row, padding first"),
     _bug("ring-mask-not-rolled", _over(WRAPS, "gemma3", "gpt-oss", "gemma4-12b"),
          cache_bugs.ring_mask_not_rolled,
          "rule: the seed's port of BatchRotatingKVCache 'incl. the ring-wrap rolled "
@@ -136,6 +147,57 @@ CATALOG: tuple[SeededBug, ...] = (
          caught_as="ERROR"),
 )
 # fmt: on
+
+
+# Real holes found by mutation testing (docs/mutation.md): bugs no default-matrix cell
+# catches yet. Each names the cell proposed to catch it; tests/unit/test_gate_pending_bugs
+# shows (live, against BatchGenerator) that the proposed scenario catches it, and fails
+# once the default matrix has a cell matching ``cells``: then move the bug to CATALOG.
+PENDING: tuple[SeededBug, ...] = (
+    SeededBug(
+        name="admit-ignores-prefill-batch-size",
+        description=" ".join((schedule_bugs.admit_ignores_prefill_batch_size.__doc__ or "").split()),
+        history="rule: BatchGenerator moves up to prefill_batch_size queued rows into the "
+                "prompt batch per step (FACTS); no default cell inserts more than 8 rows",
+        cells="l1/*/B12/ragged/static/*,l1/*/B5/ragged/capped/*",
+        inject=schedule_bugs.admit_ignores_prefill_batch_size,
+        proposed_cell="[[cell]] model = \"llama\", script = \"capped\", prefill_batch_size = 2, "
+                      "completion_batch_size = 3, prompts = {A = {length = 5}, B = [7], "
+                      "C = {length = 3}, D = {length = 7}, E = {length = 2}}, "
+                      "events = [\"insert A,B,C,D,E at 0\"], steps = 4 (and on gemma3, qwen3.5)",
+    ),
+    SeededBug(
+        name="step-ignores-completion-cap",
+        description=" ".join((schedule_bugs.step_ignores_completion_cap.__doc__ or "").split()),
+        history="rule: no admission or join while completion_batch_size rows decode "
+                "(BatchGenerator's _next); no default cell has more than 8 rows",
+        cells="l1/*/B5/ragged/capped/*,l1/*/B34/*",
+        inject=schedule_bugs.step_ignores_completion_cap,
+        proposed_cell="the capped cell above (3 may decode, 5 rows)",
+    ),
+    SeededBug(
+        name="prefill-ignores-step-size",
+        description=" ".join((schedule_bugs.prefill_ignores_step_size.__doc__ or "").split()),
+        history="rule: prefill runs in chunks of prefill_step_size (FACTS); no default "
+                "prompt is longer than 26 tokens",
+        cells="l1/*/B3/ragged/chunked/*",
+        inject=schedule_bugs.prefill_ignores_step_size,
+        proposed_cell="[[cell]] model = \"gemma3\", script = \"chunked\", prefill_step_size = 4, "
+                      "prompts = {A = {length = 11}, B = {length = 3}, C = {length = 6}}, "
+                      "events = [\"insert A,B at 0\", \"insert C at 1\"], steps = 5 "
+                      "(and on llama, qwen3.5)",
+    ),
+    SeededBug(
+        name="remove-only-decoding-rows",
+        description=" ".join((schedule_bugs.remove_only_decoding_rows.__doc__ or "").split()),
+        history="rule: BatchGenerator.remove evicts a row wherever it is (queue, prompt "
+                "batch, decode batch); every default evict removes a decoding row",
+        cells="l1/*/B5/ragged/capped-evict/*,l1/*/B3/ragged/chunked-evict/*",
+        inject=schedule_bugs.remove_only_decoding_rows,
+        proposed_cell="the chunked cell above with \"remove A at 1\" (A mid-prompt), and the "
+                      "capped cell with \"remove E at 1\" (E still queued)",
+    ),
+)
 
 
 def select_bugs(pattern: str | None) -> list[SeededBug]:

@@ -53,15 +53,15 @@ FIVE_AT_ONCE = {"A": 5, "B": 1, "C": 3, "D": 7, "E": 2}
 def test_capped_admission_equals_batch_generator(model):
     """5 rows at once, 2 admitted per step, at most 3 decoding: the queue drains as rows
     finish, and each row starts exactly when BatchGenerator starts it."""
-    cell = _cell(model, FIVE_AT_ONCE, [(0, "insert", "A,B,C,D,E")], max_tokens=3)
+    cell = _cell(model, FIVE_AT_ONCE, [(0, "insert", "A,B,C,D,E")], max_tokens=4)
     oracle, engine = _both(cell, CAPPED)
     assert first_divergence(oracle, engine, list(FIVE_AT_ONCE)) is None
     # A token is emitted one step after the forward that sampled it. Step 0 admits A,B
-    # (B, one token, joins at once) and prefills A; each later step admits one row, as
-    # the prompt batch holds 2 and 3 may decode; at step 3 B leaves (3 tokens) and D
-    # joins; E waits for a slot and starts last.
-    assert _first_steps(engine) == {"A": 2, "B": 1, "C": 3, "D": 4, "E": 5}
-    assert all(len(engine.rows[n]) == 3 for n in FIVE_AT_ONCE)
+    # (B, one token, joins at once) and prefills A; steps 1 and 2 admit one row each (the
+    # prompt batch holds 2); at step 3 three rows decode, so the step stops there and D
+    # waits in the prompt batch; B leaves at step 4 and D joins; A leaves at 5, E joins.
+    assert _first_steps(engine) == {"A": 2, "B": 1, "C": 3, "D": 5, "E": 6}
+    assert all(len(engine.rows[n]) == 4 for n in FIVE_AT_ONCE)
 
 
 def test_capped_admission_with_rows_arriving_and_leaving():
