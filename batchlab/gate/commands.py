@@ -89,7 +89,9 @@ def markdown(result: EngineCoverage, threshold: float, passed: bool, why: str) -
     lines += [f"| {f.file} | {f.covered_branches}/{f.num_branches} | "
               f"{f.covered_statements}/{f.num_statements} |" for f in result.files]
     lines += ["", f"## Uncovered ({len(result.misses)})", ""]
-    lines += [f"- `{m.where}`" + (" line never runs" if m.target is None else
-                                  f" branch to {'exit' if m.target < 0 else m.target} never taken")
-              + f": `{m.source}`" for m in result.misses]
+    lines += ["| where | function | what | source |", "| --- | --- | --- | --- |"]
+    lines += [f"| {m.where} | {m.function or '(module)'} | "
+              + ("line never runs" if m.target is None else
+                 f"branch to {'exit' if m.target < 0 else m.target} never taken")
+              + f" | `{m.source.replace('|', '¦')}` |" for m in result.misses]
     return "\n".join(lines) + "\n"

@@ -38,6 +38,7 @@ class Miss:
     line: int
     target: int | None = None  # None: the line itself never ran
     source: str = ""
+    function: str = ""  # the innermost def around the line, e.g. BatchKV.merge
 
     @property
     def where(self) -> str:
@@ -161,15 +162,37 @@ def _record(raw: dict, matrix: Path, pattern: str | None) -> EngineCoverage:
             file=rel, num_statements=summary["num_statements"],
             covered_statements=summary["covered_lines"], num_branches=summary["num_branches"],
             covered_branches=summary["covered_branches"]))
-        text = _line_reader(path)
+        text, where = _line_reader(path), _functions(path)
         missing_lines = set(data["missing_lines"])
-        misses += [Miss(file=rel, line=n, source=text(n)) for n in sorted(missing_lines)]
+        misses += [Miss(file=rel, line=n, source=text(n), function=where.get(n, ""))
+                   for n in sorted(missing_lines)]
         # A branch from a line that never ran is implied by that line: list it once.
-        misses += [Miss(file=rel, line=a, target=b, source=text(a))
-                    for a, b in sorted(data["missing_branches"]) if a not in missing_lines]
+        misses += [Miss(file=rel, line=a, target=b, source=text(a), function=where.get(a, ""))
+                   for a, b in sorted(data["missing_branches"]) if a not in missing_lines]
     misses.sort(key=lambda m: (m.file, m.line, m.target is not None, m.target or 0))
     return EngineCoverage(matrix=str(matrix), pattern=pattern, num_cells=raw["cells"],
                           statuses=raw["statuses"], files=tuple(files), misses=tuple(misses))
+
+
+def _functions(path: Path) -> dict[int, str]:
+    """Line -> qualified name of the innermost function around it."""
+    import ast
+
+    found: dict[int, str] = {}
+
+    def visit(node, prefix: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+                name = f"{prefix}{child.name}"
+                if not isinstance(child, ast.ClassDef):
+                    for n in range(child.lineno, (child.end_lineno or child.lineno) + 1):
+                        found[n] = name  # inner defs visit later and overwrite
+                visit(child, name + ".")
+            else:
+                visit(child, prefix)
+
+    visit(ast.parse(path.read_text()), "")
+    return found
 
 
 def _line_reader(path: Path):

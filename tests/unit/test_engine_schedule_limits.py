@@ -114,3 +114,14 @@ def test_admission_counts_step_by_step():
         (0, 0, 1, "DE"),
         (0, 0, 0, "E"),
     ]
+
+
+def test_a_second_padded_chunk_after_finalize_on_a_state_model():
+    """Three prompts (14, 10, 7 tokens) in 4-token chunks on qwen3.5: the second chunk
+    is padded (C ends), its finalize drops the state's left padding, and the third chunk
+    is padded again with only ``lengths`` tracked (the SSM mask's lengths-only case)."""
+    lengths = {"A": 14, "B": 10, "C": 7}
+    cell = _cell("qwen3.5", lengths, [(0, "insert", "A,B,C")])
+    oracle, engine = _both(cell, CHUNKED)
+    assert first_divergence(oracle, engine, list(lengths)) is None
+    assert _first_steps(engine) == {"A": 5, "B": 4, "C": 3}

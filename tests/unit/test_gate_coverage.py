@@ -32,6 +32,7 @@ def test_one_llama_cell_runs_fresh_and_never_reaches_the_ring_or_the_state(one_c
     removes = [m for m in one_cell.misses if m.file == "batchlab/engine/scheduler.py"
                and m.source == "gone = set(names)"]
     assert len(removes) == 1 and removes[0].target is None
+    assert removes[0].function == "Scheduler.remove"
     assert 0 < one_cell.branch_percent < 100
 
 
@@ -61,8 +62,8 @@ def test_a_branch_from_a_line_that_never_ran_is_listed_once(tmp_path):
                     "covered_branches": 1},
         "missing_lines": [3], "missing_branches": [[2, 3], [3, -1]]}}}
     result = _record(raw, tmp_path / "m.toml", None)
-    assert [(m.line, m.target, m.source) for m in result.misses] == [
-        (2, 3, "if x:"), (3, None, "return 1")]
+    assert [(m.line, m.target, m.source, m.function) for m in result.misses] == [
+        (2, 3, "if x:", "f"), (3, None, "return 1", "f")]
     assert result.branch_percent == 50.0
     assert result.misses[0].describe().endswith("branch to line 3 never taken: if x:")
 
