@@ -102,11 +102,11 @@ CATALOG: tuple[SeededBug, ...] = (
          cache_bugs.ring_extend_skips_temporal_order,
          "rule: BatchRotatingKVCache.extend calls _temporal_order when the rings differ "
          "(FACTS); the seed validated ring wrap separately, after short contexts"),
-    _bug("ring-trim-keeps-oldest", _over(WRAPS, "gemma3", "gpt-oss", "gemma4-12b"),
+    _bug("window-trim-keeps-oldest", _over(WRAPS, "gemma3", "gpt-oss", "gemma4-12b"),
          cache_bugs.ring_trim_keeps_oldest,
          "rule: the prefill keeps up to max_size + S - 1 entries; the first decode trims "
          "and starts rotating (FACTS); which end is cut is the ring's subtlety"),
-    _bug("ring-evict-keeps-padding", _over(WRAPS, "gemma3", "gpt-oss", "gemma4-12b"),
+    _bug("window-evict-keeps-padding", _over(WRAPS, "gemma3", "gpt-oss", "gemma4-12b"),
          cache_bugs.ring_evict_keeps_padding,
          "rule: left_padding goes negative once the ring wraps (FACTS): each write into "
          "a wrapped ring evicts one column of every row, padding first"),
