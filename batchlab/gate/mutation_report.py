@@ -35,6 +35,15 @@ def write_report(out: Path, result: Campaign, diffs: dict[str, str],
         other = sum(n for s, n in c.items() if s not in ("killed", "survived"))
         lines.append(f"| {file} | {sum(c.values())} | {c['killed']} | {c['survived']} | {other} |")
     kinds = Counter(_kind(verdicts.get(o.name, "")) for o in survivors)
+    killed = result.tested - len(survivors)
+    if result.tested:
+        lines += ["", (f"Judged survivors: {kinds['equivalent']} equivalent, {kinds['hole']} "
+                       f"holes still open, {kinds['closed']} holes closed since by new unit "
+                       f"tests. Killed or closed: {killed + kinds['closed']}/{result.tested} "
+                       f"= {100 * (killed + kinds['closed']) / result.tested:.1f}%; "
+                       f"excluding the equivalent mutants: "
+                       f"{killed + kinds['closed']}/{result.tested - kinds['equivalent']} = "
+                       f"{_percent(killed + kinds['closed'], result.tested - kinds['equivalent'])}.")]
     lines += ["", f"## Surviving mutants ({len(survivors)}: "
               + ", ".join(f"{n} {k}" for k, n in sorted(kinds.items())) + ")", ""]
     for o in survivors:
@@ -49,6 +58,10 @@ def write_report(out: Path, result: Campaign, diffs: dict[str, str],
                              "verdict": verdicts.get(o.name)} for o in result.sampled},
     }, indent=1, sort_keys=True) + "\n")
     return unjudged
+
+
+def _percent(a: int, b: int) -> str:
+    return f"{100 * a / b:.1f}%" if b else "n/a"
 
 
 def _kind(verdict: str) -> str:

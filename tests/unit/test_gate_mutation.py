@@ -63,6 +63,8 @@ def test_the_report_shows_each_survivor_with_its_diff_and_verdict(tmp_path):
     assert "Verdict: equivalent: same bits\n\n```diff\n-x = 1\n+x = 2\n```" in text
     assert "Verdict: NOT JUDGED YET" in text
     assert "## Surviving mutants (2: 1 equivalent, 1 not judged)" in text
+    assert ("Killed or closed: 1/3 = 33.3%; excluding the equivalent mutants: 1/2 = 50.0%."
+            in text)
     saved = json.loads((out / "results.json").read_text())
     assert saved["score"] == 33.33 and saved["mutants"]["batchlab.engine.kv.c"]["verdict"] is None
 
