@@ -125,3 +125,12 @@ def test_a_second_padded_chunk_after_finalize_on_a_state_model():
     oracle, engine = _both(cell, CHUNKED)
     assert first_divergence(oracle, engine, list(lengths)) is None
     assert _first_steps(engine) == {"A": 5, "B": 4, "C": 3}
+
+
+def test_admission_with_free_prompt_slots_but_one_decoding_slot_equals_batch_generator():
+    """The counts scenario above against BatchGenerator: at step 2 the prompt batch has
+    two free slots but only one row may still start decoding, so only C is admitted."""
+    cell = _cell("llama", {n: 3 for n in "ABCDE"}, [(0, "insert", "A,B,C,D,E")], max_tokens=2)
+    oracle, engine = _both(cell, CAPPED)
+    assert first_divergence(oracle, engine, list("ABCDE")) is None
+    assert _first_steps(engine) == {"A": 2, "B": 2, "C": 4, "D": 5, "E": 6}
