@@ -65,5 +65,6 @@ def _percent(a: int, b: int) -> str:
 
 
 def _kind(verdict: str) -> str:
-    head = verdict.split(":", 1)[0].strip().lower()
+    words = verdict.split(":", 1)[0].split()
+    head = words[0].lower() if words else ""
     return head if head in ("equivalent", "hole", "closed") else "not judged"
