@@ -1,8 +1,9 @@
 """The scheduler's limits against BatchGenerator's, live, with small settings.
 
 The default matrix never reaches ``prefill_batch_size``, ``completion_batch_size`` or
-``prefill_step_size`` (B <= 8, prompts <= 26 tokens: docs/coverage.md, kind A), so
-mutants of the caps and of chunked prefill survived it (docs/mutation.md). Here the
+``prefill_step_size`` (B <= 8, prompts <= 26 tokens: docs/coverage.md, kind A): a mutant
+of the admission cap survived it, and seeded bugs that drop a cap or the chunking pass
+every default cell (docs/mutation.md, ``catalog.PENDING``). Here the
 settings are shrunk so a few rows reach every limit, and the engine is compared with
 mlx-lm's BatchGenerator run with the same settings in this process: equal tokens, equal
 emitting steps and equal logprob bytes, every row. The exact emission steps are pinned
