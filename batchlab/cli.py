@@ -85,8 +85,10 @@ def build_parser() -> argparse.ArgumentParser:
     selftest.set_defaults(func=_command("batchlab.selftest.run", "selftest_command"))
 
     from batchlab.bench.cli import add_bench_parser
+    from batchlab.gate.commands import add_gate_parser
     from batchlab.serve.cli import add_serve_parser
     add_bench_parser(sub)
+    add_gate_parser(sub)
     add_serve_parser(sub)
     return parser
 

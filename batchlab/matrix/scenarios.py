@@ -32,8 +32,8 @@ History scripts (prompt caches kept or brought along; docs/history.md traces one
     history     prefix-join's rows and joins, then A (and B, B >= 3) parked at 5 and
                 resumed at 8
 
-Scripts other than ``static``, ``park-resume`` and ``prefix-join`` need at least two rows (``evict-many`` four); a sweep skips
-them at B=1.
+Scripts other than ``static``, ``park-resume`` and ``prefix-join`` need at least two rows
+(``evict-many`` four); a sweep skips them at B=1.
 """
 
 from __future__ import annotations
@@ -224,6 +224,7 @@ def with_history(script: str, rows: tuple[Row, ...], context_len: int, seed: int
     for i, row in enumerate(rows):
         prefix = (seeded_prompt(f"{row.name}.prefix", context_len + i, seed)
                   if script != "park-resume" and i % 3 != 2 else ())
-        resume = seeded_prompt(f"{row.name}.resume", RESUME_LENGTH, seed) if row.name in parked else ()
+        resume = (seeded_prompt(f"{row.name}.resume", RESUME_LENGTH, seed)
+                  if row.name in parked else ())
         out.append(replace(row, prefix=prefix, resume=resume))
     return tuple(out)

@@ -241,7 +241,8 @@ def processors_of(value, where: str) -> ProcessorParams | None:
             bias = _table(v, f"{where} processors logit_bias")
             pairs = []
             for token, b in bias.items():
-                if not str(token).isdigit() or isinstance(b, bool) or not isinstance(b, (int, float)):
+                if (not str(token).isdigit() or isinstance(b, bool)
+                        or not isinstance(b, (int, float))):
                     raise ValueError(f"{where}: logit_bias maps token ids to numbers, e.g. "
                                      f"{{ 5 = 2.0 }}; got {token!r} = {b!r}")
                 pairs.append((int(token), float(b)))

@@ -217,3 +217,41 @@ def ring_extend_skips_temporal_order() -> list[Patch]:
         return buggy
 
     return [wrapped(BatchRing, "extend", make)]
+
+
+# -- the ring's first decode write -----------------------------------------------------
+
+
+def ring_trim_keeps_oldest() -> list[Patch]:
+    """The first decode write cuts an over-long prefill (``max_size + S - 1`` columns)
+    to its OLDEST ``max_size`` columns instead of its newest: after a prompt longer than
+    the window, the ring holds keys that fell out of the window and lacks the last ones."""
+
+    def make(clean):
+        def buggy(self, keys, values):
+            over = 0 if self.keys is None else self.keys.shape[2] - self.max_size
+            if over > 0 and self._lengths is None:
+                self.keys = self.keys[..., : self.max_size, :]
+                self.values = self.values[..., : self.max_size, :]
+                self._idx = self.max_size
+                self.left_padding = self.left_padding_host - over
+            return clean(self, keys, values)
+        return buggy
+
+    return [wrapped(BatchRing, "_write_one", make)]
+
+
+def ring_evict_keeps_padding() -> list[Patch]:
+    """A write into a wrapped ring evicts every row's oldest column but ``left_padding``
+    is not lowered: the mask keeps hiding as many columns as the row had padding, now
+    real keys, so padded rows lose context once the ring wraps."""
+
+    def make(clean):
+        def buggy(self, keys, values):
+            out = clean(self, keys, values)
+            if self.rotated:
+                type(self).left_padding.shift(self, 1)  # undo the eviction's -1
+            return out
+        return buggy
+
+    return [wrapped(BatchRing, "_write_one", make)]

@@ -99,6 +99,14 @@ CATALOG: tuple[SeededBug, ...] = (
          cache_bugs.ring_extend_skips_temporal_order,
          "rule: BatchRotatingKVCache.extend calls _temporal_order when the rings differ "
          "(FACTS); the seed validated ring wrap separately, after short contexts"),
+    _bug("window-trim-keeps-oldest", _over(WRAPS, "gemma3", "gpt-oss", "gemma4-12b"),
+         cache_bugs.ring_trim_keeps_oldest,
+         "rule: the prefill keeps up to max_size + S - 1 entries; the first decode trims "
+         "and starts rotating (FACTS); which end is cut is the ring's subtlety"),
+    _bug("window-evict-keeps-padding", _over(WRAPS, "gemma3", "gpt-oss", "gemma4-12b"),
+         cache_bugs.ring_evict_keeps_padding,
+         "rule: left_padding goes negative once the ring wraps (FACTS): each write into "
+         "a wrapped ring evicts one column of every row, padding first"),
     _bug("ring-mask-not-rolled", _over(WRAPS, "gemma3", "gpt-oss", "gemma4-12b"),
          cache_bugs.ring_mask_not_rolled,
          "rule: the seed's port of BatchRotatingKVCache 'incl. the ring-wrap rolled "
@@ -145,9 +153,26 @@ CATALOG: tuple[SeededBug, ...] = (
          regime_bugs.remove_misses_the_queue,
          "rule: remove() evicts a row wherever it is: queue, prompt batch or decode batch "
          "(BatchGenerator._find_uids looks in all three)"),
+    _bug("admit-ignores-prefill-batch-size",
+         "l1/llama/B9/ragged/static/ctx-short/pb4,l1/gemma3/B6/ragged/trickle/ctx-short/pb2_cb4,"
+         "l1/llama/B34/ragged/static/ctx-short",
+         schedule_bugs.admit_ignores_prefill_batch_size,
+         "rule: BatchGenerator moves up to prefill_batch_size queued rows into the prompt "
+         "batch per step (FACTS); found by mutation testing (docs/mutation.md)"),
+    _bug("step-ignores-completion-cap",
+         "l1/llama/B9/ragged/static/ctx-short/pb4_cb5,l1/qwen3/B34/ragged/static/ctx-short,"
+         "l1/llama/B6/ragged/static/ctx-short/pb2_cb4",
+         schedule_bugs.step_ignores_completion_cap,
+         "rule: no admission or join while completion_batch_size rows decode "
+         "(BatchGenerator's _next); found by mutation testing (docs/mutation.md)"),
+    _bug("remove-only-decoding-rows",
+         "l1/llama/B8/ragged/evict-early/ctx-wrap/pb2_ps8,l1/gemma3/B3/ragged/evict-early/ctx-wrap/ps8",
+         schedule_bugs.remove_only_decoding_rows,
+         "rule: BatchGenerator.remove evicts a row wherever it is (queue, prompt batch, "
+         "decode batch); found by mutation testing (docs/mutation.md)"),
     _bug("prefill-ignores-step-size",
          "l1/llama/B3/ragged/staggered/ctx-wrap/ps8,l1/mamba2/B3/ragged/static/ctx-wrap/ps8",
-         regime_bugs.prefill_ignores_step_size,
+         schedule_bugs.prefill_ignores_step_size,
          "rule: prefill runs in chunks of prefill_step_size, one chunk per tick (FACTS)"),
     # -- sampling at temperature > 0
     _bug("shared-draw-per-row",

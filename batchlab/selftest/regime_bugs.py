@@ -41,23 +41,6 @@ def remove_misses_the_queue() -> list[Patch]:
     return [Patch(owner=Scheduler, name="remove", value=remove)]
 
 
-def prefill_ignores_step_size() -> list[Patch]:
-    """Each prompt is prefilled in one chunk whatever ``prefill_step_size`` says: rows
-    join earlier than BatchGenerator lets them, and a state-space scan runs unchunked."""
-    Scheduler = scheduler.Scheduler
-
-    def prefill_chunk(self):
-        if not len(self.prompt):
-            return
-        chunks = []
-        for seq in self.prompt.seqs:
-            chunks.append(seq.unprefilled)
-            seq.unprefilled = []
-        scheduler.prefill(self.model, self.prompt.caches, chunks, 1 << 30)
-
-    return [Patch(owner=Scheduler, name="_prefill_chunk", value=prefill_chunk)]
-
-
 def shared_draw_per_row() -> list[Patch]:
     """The batch's shared sampler draws each row on its own, one global key per row
     (what a per-row loop over the batch does), instead of one categorical over (B, V)."""

@@ -3,6 +3,8 @@ where joiners go, when they take their first step, how greedy picks a token."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import mlx.core as mx
 
 from batchlab.engine import scheduler
@@ -122,3 +124,75 @@ def argmax_over_logits() -> list[Patch]:
 
     return [Patch(owner=Scheduler, name="_forward_logprobs", value=forward_logprobs),
             Patch(owner=Scheduler, name="_sample", value=sample)]
+
+
+# -- the scheduler's limits: holes mutation testing found in the default matrix as it
+# was (docs/mutation.md); the regime cells (docs/regimes.md) now catch each of them.
+
+
+def admit_ignores_prefill_batch_size() -> list[Patch]:
+    """The admit step takes every queued row at once (the ``prefill_batch_size`` cap
+    dropped): a 9th row inserted with 8 others is prefilled in the same wide forward
+    instead of the next step's, so it starts a step early and in another batch."""
+    Scheduler = scheduler.Scheduler
+    clean = original(Scheduler, "_admit")
+
+    def admit(self):
+        config = self.config
+        wide = max(config.prefill_batch_size, len(self.prompt) + len(self.queue))
+        self.config = dataclasses.replace(config, prefill_batch_size=wide)
+        try:
+            clean(self)
+        finally:
+            self.config = config
+
+    return [Patch(owner=Scheduler, name="_admit", value=admit)]
+
+
+def step_ignores_completion_cap() -> list[Patch]:
+    """A step goes on to join and prefill when ``completion_batch_size`` rows already
+    decode (the early return dropped): rows waiting in the prompt batch join a full
+    decode batch, which then runs more rows than BatchGenerator's."""
+    Scheduler = scheduler.Scheduler
+
+    def step(self):
+        with mx.stream(scheduler.engine_stream()):
+            emitted = self._decode_step() if len(self.decode) else []
+            self._admit()
+            self._join_prefilled()
+            self._prefill_chunk()
+            return emitted
+
+    return [Patch(owner=Scheduler, name="step", value=step)]
+
+
+def prefill_ignores_step_size() -> list[Patch]:
+    """Prompts are prefilled whole, in one forward (``prefill_step_size`` ignored): a
+    prompt longer than a chunk joins steps early, and a ring's keys are never cut
+    between chunks."""
+    Scheduler = scheduler.Scheduler
+    clean = original(Scheduler, "_prefill_chunk")
+
+    def prefill_chunk(self):
+        config = self.config
+        self.config = dataclasses.replace(config, prefill_step_size=1 << 30)
+        try:
+            clean(self)
+        finally:
+            self.config = config
+
+    return [Patch(owner=Scheduler, name="_prefill_chunk", value=prefill_chunk)]
+
+
+def remove_only_decoding_rows() -> list[Patch]:
+    """``remove`` evicts only rows that are decoding: a row removed while it waits in
+    the queue or in the prompt batch stays, is prefilled, joins and emits tokens."""
+    Scheduler = scheduler.Scheduler
+
+    def remove(self, names):
+        gone = set(names)
+        keep = [i for i, s in enumerate(self.decode.seqs) if s.name not in gone]
+        if len(keep) < len(self.decode):
+            self.decode.filter(keep)
+
+    return [Patch(owner=Scheduler, name="remove", value=remove)]

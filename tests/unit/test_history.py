@@ -125,7 +125,9 @@ def test_engine_prefix_history_equals_the_oracles_prefix_cache():
     prefix = tuple(range(3, 40))
     ours = prefix_history(model, prefix, 8).caches
     theirs = prefix_cache(model, prefix, 8)
-    flat = lambda caches: [a for c in caches for a in c.state if isinstance(a, mx.array)]
+    def flat(caches):
+        return [a for c in caches for a in c.state if isinstance(a, mx.array)]
+
     assert [array_bytes(a) for a in flat(ours)] == [array_bytes(a) for a in flat(theirs)]
 
 

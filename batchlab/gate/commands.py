@@ -1,0 +1,98 @@
+"""``batchlab gate``: how strong is the gate? (docs/coverage.md, docs/mutation.md)
+
+    batchlab gate coverage [--matrix F] [--filter P] [--threshold 98] [--report DIR]
+        branch coverage of batchlab/engine under the matrix's cells alone; exits 1 below
+        the threshold, or when a cell is not sound (FAIL, ERROR, STALE, NO-GOLDEN)
+    batchlab gate mutation-sample --campaign DIR [--every N]
+        a deterministic sample of the mutants mutmut generated in DIR
+    batchlab gate mutation-report --campaign DIR --sample F --verdicts F --out DIR
+        the committed report of a mutmut campaign (score, counts, every survivor's diff)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+from batchlab.display import shown
+from batchlab.gate.coverage import DEFAULT_THRESHOLD, PROJECT_ROOT, EngineCoverage, measure, verdict
+
+DEFAULT_REPORT = PROJECT_ROOT / "reports" / "coverage"
+
+
+def add_gate_parser(sub) -> None:
+    gate = sub.add_parser("gate", help="measure the gate's own strength (coverage, mutation)",
+                          description=__doc__,
+                          formatter_class=argparse.RawDescriptionHelpFormatter)
+    actions = gate.add_subparsers(dest="gate_command", required=True)
+    cov = actions.add_parser("coverage", help="branch coverage of batchlab/engine under a matrix")
+    cov.add_argument("--matrix", type=Path, default=PROJECT_ROOT / "matrices" / "default.toml",
+                     help="TOML matrix (default: matrices/default.toml)")
+    cov.add_argument("--filter", default=None,
+                     help="cell ids containing this text, or a glob (* ? []); comma = or")
+    cov.add_argument("--goldens", type=Path, default=PROJECT_ROOT / "goldens",
+                     help="golden folder (default: goldens/)")
+    cov.add_argument("--threshold", type=float, default=DEFAULT_THRESHOLD,
+                     help=f"minimum percent of branches (default {DEFAULT_THRESHOLD:g})")
+    cov.add_argument("--report", type=Path, default=DEFAULT_REPORT,
+                     help="folder for engine.md and engine.json (default: reports/coverage)")
+    cov.set_defaults(func=coverage_command)
+
+    from batchlab.gate.mutation import add_report_parser
+    add_report_parser(actions)
+
+
+def coverage_command(args, console) -> int:
+    start = time.perf_counter()
+    with console.status(f"running the cells of {shown(args.matrix)} under coverage"):
+        result = measure(args.matrix, args.goldens, args.filter)
+    passed, why = verdict(result, args.threshold)
+    args.report.mkdir(parents=True, exist_ok=True)
+    (args.report / "engine.json").write_text(json.dumps(result.as_dict(), indent=1) + "\n")
+    (args.report / "engine.md").write_text(markdown(result, args.threshold, passed, why))
+    statuses = ", ".join(f"{n} {s}" for s, n in sorted(result.statuses.items()))
+    console.print(f"{result.num_cells} cells of {shown(args.matrix)}"
+                  + (f" matching {args.filter!r}" if args.filter else "") + f": {statuses}",
+                  highlight=False, soft_wrap=True)
+    for f in result.files:
+        console.print(f"  {f.file:<34} branches {f.covered_branches:>3}/{f.num_branches:<3} "
+                      f"lines {f.covered_statements:>3}/{f.num_statements}",
+                      highlight=False, soft_wrap=True)
+    console.print(f"uncovered ({len(result.misses)}):", highlight=False, soft_wrap=True)
+    for miss in result.misses:
+        console.print(f"  {miss.describe()}", highlight=False, markup=False, soft_wrap=True)
+    mark = "[green]gate OK[/]" if passed else "[bold red]gate FAILED[/]"
+    console.print(f"[bold]{result.summary()}[/]: {mark}, {why}", highlight=False, soft_wrap=True)
+    console.print(f"wall time {time.perf_counter() - start:.1f} s; report: "
+                  f"{shown(args.report / 'engine.md')}", highlight=False, soft_wrap=True)
+    return 0 if passed else 1
+
+
+def markdown(result: EngineCoverage, threshold: float, passed: bool, why: str) -> str:
+    command = "batchlab gate coverage" + (f" --filter '{result.pattern}'" if result.pattern else "")
+    statuses = ", ".join(f"{n} {s}" for s, n in sorted(result.statuses.items()))
+    lines = [
+        "# Branch coverage of batchlab/engine under the matrix",
+        "",
+        (f"`{command}` (matrix `{shown(Path(result.matrix))}`, {result.num_cells} cells: "
+         f"{statuses}). Only the matrix's cells run; the unit tests do not count. What each "
+         "miss means: docs/coverage.md."),
+        "",
+        (f"**{result.branch_percent:.2f}% of branches** ({result.covered_branches}/"
+         f"{result.num_branches}), {result.covered_statements}/{result.num_statements} "
+         f"lines: {'PASS' if passed else 'FAIL'}, {why}."),
+        "",
+        "| file | branches | lines |",
+        "| --- | --- | --- |",
+    ]
+    lines += [f"| {f.file} | {f.covered_branches}/{f.num_branches} | "
+              f"{f.covered_statements}/{f.num_statements} |" for f in result.files]
+    lines += ["", f"## Uncovered ({len(result.misses)})", ""]
+    lines += ["| where | function | what | source |", "| --- | --- | --- | --- |"]
+    lines += [f"| {m.where} | {m.function or '(module)'} | "
+              + ("line never runs" if m.target is None else
+                 f"branch to {'exit' if m.target < 0 else m.target} never taken")
+              + f" | `{m.source.replace('|', '¦')}` |" for m in result.misses]
+    return "\n".join(lines) + "\n"
