@@ -59,7 +59,7 @@ def evaluate_cell(cell: Cell, ref: Reference) -> CellResult:
         return result(Status.ERROR, f"oracle failed: {type(err).__name__}: {err}", tokens=0,
                       traceback=traceback.format_exc())
 
-    from batchlab.engine.run import Unsupported, run_cell
+    from batchlab.matrix.engine_run import Unsupported, run_cell
 
     try:
         got = run_cell(cell)

@@ -6,8 +6,8 @@ from batchlab.engine import compiled
 from batchlab.engine.batch import Request
 from batchlab.engine.compiled import CompiledScheduler, unsupported_reason
 from batchlab.engine.config import ScheduleConfig
-from batchlab.engine.run import Unsupported, run_cell
 from batchlab.engine.scheduler import Scheduler
+from batchlab.matrix.engine_run import Unsupported, run_cell
 from batchlab.matrix.spec import expand
 from batchlab.zoo import load
 

@@ -35,7 +35,7 @@ _CRASHES = {
 
 def crash_on(cell_ids: tuple[str, ...], how: str) -> None:
     """Worker initializer: the engine's run of any of ``cell_ids`` takes the process down."""
-    import batchlab.engine.run as engine_run
+    import batchlab.matrix.engine_run as engine_run
 
     real = engine_run.run_cell
 

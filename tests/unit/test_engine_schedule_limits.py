@@ -14,10 +14,10 @@ import pytest
 
 from batchlab.engine.batch import Request
 from batchlab.engine.config import ScheduleConfig
-from batchlab.engine.run import run_script
 from batchlab.engine.scheduler import Scheduler
 from batchlab.matrix.cell import Cell, Event, Row
 from batchlab.matrix.compare import first_divergence
+from batchlab.matrix.engine_run import run_script
 from batchlab.matrix.scenarios import seeded_prompt
 from batchlab.oracle.batch import run_batch_oracle
 from batchlab.zoo import load

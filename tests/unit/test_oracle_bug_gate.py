@@ -8,7 +8,7 @@ import dataclasses
 
 import pytest
 
-import batchlab.engine.run as engine_run
+import batchlab.matrix.engine_run as engine_run
 from batchlab.golden.store import Golden, Stamp
 from batchlab.matrix import evaluate
 from batchlab.matrix.evaluate import Reference, evaluate_cell

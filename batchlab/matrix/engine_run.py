@@ -1,7 +1,9 @@
-"""``run_cell``: the engine's one public entry point for the matrix runner and the tests.
+"""``run_cell``: a cell run on the engine, for the matrix runner and the tests.
 
-It drives the l1 scheduler through a cell's script exactly as the oracle drives
-BatchGenerator: a step's events (inserts, removes) are applied just before the step.
+The harness's side of the engine: it drives a path's scheduler through a cell's script
+with the same driver (``matrix/drive.py``) that drives the oracle's BatchGenerator, so a
+step's events (inserts, removes, parks, resumes) land just before the same step. The
+engine itself knows nothing of cells.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from mlx import nn
 from batchlab.engine.batch import Request
 from batchlab.engine.config import ScheduleConfig
 from batchlab.engine.history import History, prefix_history
+from batchlab.engine.paths import Unsupported, resolve_path
 from batchlab.engine.sampler import BatchSampler
 from batchlab.engine.scheduler import Scheduler
 from batchlab.matrix.cell import Cell
@@ -65,20 +68,15 @@ def run_script(
 
 
 def run_cell(cell: Cell, keep_values: bool = True) -> Trajectory:
-    """Run ``cell`` on its path. Raises ``Unsupported`` for paths the engine lacks."""
-    from batchlab.engine.paths import PATHS
+    """Run ``cell`` on its path. Raises ``Unsupported`` for paths the engine lacks, or that
+    refuse the cell's model (the reason is in the message)."""
     from batchlab.zoo import load
 
-    if cell.path not in PATHS:
-        raise Unsupported(f"path {cell.path!r} is not implemented by the engine "
-                          f"(known: {', '.join(PATHS)})")
+    resolve_path(cell.path)  # an unknown path fails before any model loads
     loaded = load(cell.model)
-    refusal = PATHS[cell.path].refuses(loaded.model)
-    if refusal:
-        raise Unsupported(f"path {cell.path!r} cannot run {cell.model}: {refusal}")
+    path = resolve_path(cell.path, loaded.model, model_name=cell.model)
     return run_script(cell, loaded.model, loaded.dtype, keep_values=keep_values,
-                      scheduler_class=PATHS[cell.path].scheduler)
+                      scheduler_class=path.scheduler)
 
 
-class Unsupported(Exception):
-    """The engine lacks the feature a cell needs: reported as UNSUPPORTED, not a failure."""
+__all__ = ["Unsupported", "run_cell", "run_script"]
