@@ -151,7 +151,7 @@ class Generation:
         spell = self.state.spell
         return {"tokens": [spell(t.id) for t in tokens],
                 "token_logprobs": [t.logprob for t in tokens],
-                "top_logprobs": [{spell(i): lp for i, lp in t.top} for t in tokens],
+                "top_logprobs": [_top_dict(spell, t.top) for t in tokens],
                 "text_offset": []}
 
     def _chat_logprob(self, t: Token) -> dict:
@@ -236,6 +236,14 @@ async def stream(gen: Generation):
         yield sse({**gen.head("chat.completion.chunk" if gen.chat else "text_completion"),
                    "choices": [], "usage": gen.usage()})
     yield b"data: [DONE]\n\n"
+
+
+def _top_dict(spell, top) -> dict[str, float]:
+    """OpenAI's {text: logprob}; tokens that spell alike keep the likelier one's value."""
+    out: dict[str, float] = {}
+    for token, logprob in top:
+        out.setdefault(spell(token), logprob)
+    return out
 
 
 def _sampling(req: Common, j: int) -> SamplingParams:
