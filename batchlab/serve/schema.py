@@ -90,8 +90,8 @@ class CompletionRequest(Common):
 
     def prompts(self) -> list[str | list[int]]:
         p = self.prompt
-        if isinstance(p, str):
-            return [p]
+        if isinstance(p, str) or not p:
+            return [p]  # an empty list is one empty prompt: refused with the reason
         if p and all(isinstance(x, int) for x in p):
             return [p]
         return list(p)

@@ -6,15 +6,15 @@ import pytest
 from serve_live import MODEL, client, live_server
 from serve_oracle import oracle_greedy
 
+from batchlab.zoo import ZOO
 from batchlab.zoo.text import encode_text
 
 PROMPT = [104, 101, 108, 108, 111]
 NO_STOP = {"stop_token_ids": []}  # the oracle runs without stop tokens
 
 
-@pytest.mark.parametrize("model", ["llama", "gemma3", "qwen3.5"])
+@pytest.mark.parametrize("model", sorted(ZOO))
 def test_greedy_tokens_and_logprobs_are_mlx_lms(model):
-    # a full-attention, a sliding-window and a state (gated delta) family
     with live_server(model, max_batch=4) as server:
         reply = client(server).completions.create(
             model=model, prompt=PROMPT, max_tokens=8, logprobs=3, extra_body=NO_STOP)
