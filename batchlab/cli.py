@@ -82,8 +82,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     from batchlab.bench.cli import add_bench_parser
     from batchlab.serve.cli import add_serve_parser
+    from batchlab.serve.load import add_load_parser
     add_bench_parser(sub)
     add_serve_parser(sub)
+    add_load_parser(sub)
     return parser
 
 
