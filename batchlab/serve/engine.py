@@ -36,7 +36,7 @@ from mlx import nn
 from batchlab.engine.batch import Request
 from batchlab.engine.config import ScheduleConfig
 from batchlab.engine.sampler import RowSampler, SamplingParams
-from batchlab.engine.scheduler import Scheduler
+from batchlab.engine.scheduler import Scheduler, engine_stream
 from batchlab.serve.budget import RowCost, measure_row_cost
 
 IDLE_WAIT_S = 0.05  # how long an idle engine sleeps before looking at its inbox again
@@ -143,7 +143,6 @@ class ServeEngine:
         self._stop = threading.Event()
         self._closing = False  # set by begin_shutdown: no new jobs
         self._deadline: float | None = None  # rows still running then end with "shutdown"
-        self.on_step: Callable[[ServeEngine], None] | None = None  # metrics hook
         self._stats = self._snapshot()
         self._thread = threading.Thread(target=self._loop, name="batchlab-engine", daemon=True)
 
@@ -237,8 +236,11 @@ class ServeEngine:
                 self.scheduler = self.scheduler_class(self.model, self.config)
                 self._samplers.clear()
             self._stats = self._snapshot()
-            if self.on_step is not None:
-                self.on_step(self)
+        # a decode step leaves the next step's forward queued (pipelined): finish it here,
+        # or the process aborts at exit with MLX's stream thread still busy
+        self.scheduler = None  # drop the batches' arrays, then wait for both streams
+        mx.synchronize(engine_stream())
+        mx.synchronize()
 
     def _turn(self) -> None:
         self._read_inbox()
