@@ -46,6 +46,7 @@ class ServeState:
     api_key: str | None
     metrics: ServeMetrics
     body_limit: int = DEFAULT_BODY_LIMIT
+    body_timeout_s: float = BODY_TIMEOUT_S
 
     @functools.cached_property
     def spell(self):
@@ -136,9 +137,9 @@ async def _read_json(state: ServeState, request: Request):
         return b"".join(parts)
 
     try:
-        data = await asyncio.wait_for(read(), BODY_TIMEOUT_S)
+        data = await asyncio.wait_for(read(), state.body_timeout_s)
     except TimeoutError:
-        raise APIError(408, f"the body was not sent within {BODY_TIMEOUT_S:g} s",
+        raise APIError(408, f"the body was not sent within {state.body_timeout_s:g} s",
                        code="timeout") from None
     try:
         return json.loads(data)

@@ -37,6 +37,7 @@ class LevelResult:
     concurrency: int
     requests: int
     errors: int
+    error_kinds: dict[str, int]  # exception class -> count
     output_tokens: int
     seconds: float
     tokens_per_s: float
@@ -80,15 +81,15 @@ async def run_level(target: str, url: str, model: str, concurrency: int,
     api = AsyncOpenAI(base_url=url.rstrip("/") + "/v1", api_key="none", max_retries=0,
                       timeout=600)
     gate = asyncio.Semaphore(concurrency)
-    ttft, itl, errors, tokens = [], [], 0, 0
+    ttft, itl, kinds, tokens = [], [], {}, 0
 
     async def guarded(prompt, n):
-        nonlocal errors, tokens
+        nonlocal tokens
         async with gate:
             try:
                 start, stamps, count = await _one(api, model, prompt, n)
-            except Exception:  # noqa: BLE001 - a failed request is counted, not fatal
-                errors += 1
+            except Exception as err:  # noqa: BLE001 - a failed request is counted, not fatal
+                kinds[type(err).__name__] = kinds.get(type(err).__name__, 0) + 1
                 return
         if stamps:
             ttft.append(stamps[0] - start)
@@ -100,7 +101,8 @@ async def run_level(target: str, url: str, model: str, concurrency: int,
     seconds = time.perf_counter() - began
     await api.close()
     return LevelResult(target=target, concurrency=concurrency, requests=len(prompts),
-                       errors=errors, output_tokens=tokens, seconds=round(seconds, 3),
+                       errors=sum(kinds.values()), error_kinds=kinds, output_tokens=tokens,
+                       seconds=round(seconds, 3),
                        tokens_per_s=round(tokens / seconds, 1),
                        ttft_p50_ms=round(_pct(ttft, 0.5), 1),
                        ttft_p99_ms=round(_pct(ttft, 0.99), 1),

@@ -163,6 +163,16 @@ def test_malformed_requests_each_get_a_4xx_in_openais_shape_while_serving_goes_o
     assert long["tokens"] == oracle_greedy(MODEL, [5, 6], 300)[0]
 
 
+def test_a_half_sent_body_gets_a_408_and_holds_nothing():
+    with live_server() as server:
+        server.state.body_timeout_s = 0.3
+        status, body = _raw(server, b"POST /v1/completions HTTP/1.1\r\nHost: x\r\n"
+                            b"Content-Length: 100\r\n\r\n{\"prompt\"")
+        ok = _solo(server, [5, 6], 3)
+    assert status == 408 and body["error"]["code"] == "timeout"
+    assert ok == oracle_greedy(MODEL, [5, 6], 3)[0]
+
+
 def test_seeds_repeat_a_draw_whatever_the_batch_and_no_seed_is_random():
     with live_server(max_batch=8) as server:
         api = client(server)
