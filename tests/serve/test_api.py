@@ -113,3 +113,25 @@ def test_an_api_key_is_required_when_set():
         with pytest.raises(openai.AuthenticationError) as err:
             client(server, api_key="wrong").completions.create(model=MODEL, prompt="a")
         assert err.value.body["type"] == "authentication_error"
+
+
+def test_chat_logprobs_are_mlx_lms_and_n_streams_each_choice_apart(server):
+    api = client(server)
+    messages = [{"role": "user", "content": "hi"}]
+    prompt_ids = list(encode_text(MODEL, "USER: hi\nASSISTANT:"))
+    reply = api.chat.completions.create(model=MODEL, messages=messages, max_tokens=5,
+                                        logprobs=True, top_logprobs=2, extra_body=NO_STOP)
+    tokens, logprobs, _ = oracle_greedy(MODEL, prompt_ids, 5)
+    content = reply.choices[0].logprobs.content
+    assert [c.logprob for c in content] == logprobs
+    assert all(len(c.top_logprobs) == 2 and c.top_logprobs[0].logprob >= c.logprob
+               for c in content)
+    chunks = list(api.completions.create(model=MODEL, prompt=PROMPT, n=3, max_tokens=4,
+                                         stream=True, temperature=1.0, seed=11,
+                                         extra_body=NO_STOP))
+    streamed = {i: [t for c in chunks for t in c.choices[0].token_ids if c.choices[0].index == i]
+                for i in range(3)}
+    whole = api.completions.create(model=MODEL, prompt=PROMPT, n=3, max_tokens=4,
+                                   temperature=1.0, seed=11, extra_body=NO_STOP)
+    assert streamed == {c.index: c.token_ids for c in whole.choices}
+    assert len({tuple(v) for v in streamed.values()}) > 1  # seed + j: the choices differ
