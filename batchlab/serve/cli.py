@@ -1,17 +1,24 @@
-"""``batchlab serve``: one model behind an OpenAI-compatible HTTP API.
+"""``batchlab serve``: one model behind an OpenAI-compatible HTTP API (FastAPI, uvicorn).
 
-    batchlab serve --model llama [--path l1] [--port 8000] [--max-batch 32] \
-        [--kv-budget 2e9]
+    batchlab serve --model llama [--path l1] [--port 8000] [--decode-concurrency 32] \
+        [--prompt-concurrency 8] [--prefill-step-size 2048] [--max-tokens 512] \
+        [--kv-budget 2e9] [--api-key KEY] [--grace 30]
 
-Requests are batched continuously by the engine's scheduler (the path's, so ``l1``
-serves the bit-exact schedule). ``--kv-budget`` caps the projected KV bytes of the rows
-admitted at once; requests over it wait, a request that could never fit gets a 400.
-See ``serve/http.py`` for the routes and fields.
+The flags follow mlx_lm.server's. Requests are batched continuously by the path's
+scheduler (``l1`` serves the bit-exact schedule); at most ``--decode-concurrency`` rows
+are in it at once. ``--max-tokens`` is both the default and the cap of a request's
+``max_tokens``. ``--kv-budget`` caps the projected KV bytes of the admitted rows; a
+request that could never fit gets a 400. SIGTERM / Ctrl-C: running rows get ``--grace``
+seconds to finish. Routes and fields: docs/serving.md.
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
+import os
+
+from batchlab.serve.server import DEFAULT_GRACE_S
 
 
 def add_serve_parser(sub) -> None:
@@ -22,55 +29,42 @@ def add_serve_parser(sub) -> None:
                    help="engine path: l1 (default), fast, compiled (batchlab/engine/paths.py)")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8000, help="port (default 8000; 0 = any)")
-    p.add_argument("--max-batch", type=int, default=32, help="most rows decoding at once")
+    p.add_argument("--decode-concurrency", "--max-batch", dest="max_batch", type=int,
+                   default=32, help="most rows in the batch at once (default 32)")
+    p.add_argument("--prompt-concurrency", type=int, default=8,
+                   help="most prompts prefilled together (default 8)")
+    p.add_argument("--prefill-step-size", type=int, default=2048,
+                   help="prompt tokens per prefill chunk (default 2048)")
+    p.add_argument("--max-tokens", type=int, default=512,
+                   help="default and cap of a request's max_tokens (default 512)")
     p.add_argument("--kv-budget", type=float, default=None,
                    help="bytes of KV cache the admitted rows may project to (e.g. 2e9)")
+    p.add_argument("--api-key", default=os.environ.get("BATCHLAB_API_KEY"),
+                   help="require Authorization: Bearer KEY (default: $BATCHLAB_API_KEY)")
+    p.add_argument("--grace", type=float, default=DEFAULT_GRACE_S,
+                   help=f"seconds running rows get to finish on shutdown ({DEFAULT_GRACE_S:g})")
+    p.add_argument("--access-log", action="store_true",
+                   help="log one JSON line per request on stderr")
     p.set_defaults(func=serve_command)
 
 
-def start_server(model_name: str, *, path: str = "l1", host: str = "127.0.0.1",
-                 port: int = 0, max_batch: int = 32, kv_budget: int | None = None):
-    """Load the model, start the engine thread and bind the server (not yet serving:
-    call ``serve_forever``). Raises ValueError for a bad model, path or setting
-    (``Unsupported``, a ValueError, for a path that is unknown or refuses the model)."""
-    from batchlab.engine.paths import resolve_path
-    from batchlab.serve.engine import ServeEngine
-    from batchlab.serve.http import OpenAIServer
-    from batchlab.zoo import load
-    from batchlab.zoo.load import vocab_size
-    from batchlab.zoo.text import tokenizer_for
-
-    resolve_path(path)  # an unknown name fails before the model loads
-    loaded = load(model_name)
-    engine_path = resolve_path(path, loaded.model, model_name=loaded.name, use="serve")
-    tokenizer = tokenizer_for(model_name)
-    engine = ServeEngine(loaded.model, scheduler_class=engine_path.scheduler,
-                         max_batch=max_batch, kv_budget=kv_budget,
-                         vocab_size=vocab_size(loaded.model),
-                         stop_ids=frozenset(getattr(tokenizer, "eos_token_ids", None) or ()))
-    try:
-        server = OpenAIServer((host, port), engine.start(), tokenizer, loaded.name)
-    except OSError as err:
-        engine.close()
-        raise ValueError(f"cannot listen on {host}:{port}: {err.strerror}; "
-                         "pick another --port") from None
-    return server
-
-
 def serve_command(args, console) -> int:
+    from batchlab.serve.server import start_server
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    if not args.access_log:
+        logging.getLogger("batchlab.serve.access").setLevel(logging.WARNING)
     kv_budget = None if args.kv_budget is None else int(args.kv_budget)
     server = start_server(args.model, path=args.path, host=args.host, port=args.port,
-                          max_batch=args.max_batch, kv_budget=kv_budget)
+                          max_batch=args.max_batch, prompt_concurrency=args.prompt_concurrency,
+                          prefill_step_size=args.prefill_step_size, kv_budget=kv_budget,
+                          max_tokens=args.max_tokens, api_key=args.api_key, grace_s=args.grace)
     cost = server.engine.row_cost
     console.print(f"serving [bold]{server.model_name}[/] on the {args.path} path at "
-                  f"{server.url} (max batch {args.max_batch}, KV {cost.per_token} B/token"
-                  f"{f', budget {kv_budget} B' if kv_budget else ''}); Ctrl-C stops",
+                  f"{server.url} (decode concurrency {args.max_batch}, KV {cost.per_token} "
+                  f"B/token{f', budget {kv_budget} B' if kv_budget else ''}"
+                  f"{', API key required' if args.api_key else ''}); Ctrl-C stops",
                   highlight=False)
-    try:
-        server.serve_forever()
-    except KeyboardInterrupt:
-        console.print("stopping")
-    finally:
-        server.server_close()
-        server.engine.close()
+    server.serve()
+    console.print("stopped")
     return 0

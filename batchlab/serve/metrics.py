@@ -1,0 +1,57 @@
+"""``/metrics`` in Prometheus's text format, through prometheus-client.
+
+One registry per server (tests run several servers in one process). The engine's
+gauges are read from its stats snapshot at scrape time; TTFT and inter-token latency
+are observed by the request handlers as tokens reach them.
+"""
+
+from __future__ import annotations
+
+import time
+
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+)
+
+LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+
+
+class ServeMetrics:
+    def __init__(self):
+        r = self.registry = CollectorRegistry()
+        self.running = Gauge("batchlab_running_rows", "rows in the scheduler", registry=r)
+        self.decoding = Gauge("batchlab_decoding_rows", "rows in the decode batch", registry=r)
+        self.waiting = Gauge("batchlab_waiting_rows", "rows waiting for admission", registry=r)
+        self.kv_bytes = Gauge("batchlab_projected_kv_bytes",
+                              "projected KV bytes of the admitted rows", registry=r)
+        self.tokens = Counter("batchlab_generated_tokens", "tokens generated", registry=r)
+        self.tokens_per_s = Gauge("batchlab_tokens_per_second",
+                                  "tokens generated per second since the last scrape",
+                                  registry=r)
+        self.crashes = Gauge("batchlab_engine_crashes", "engine steps that failed", registry=r)
+        self.ttft = Histogram("batchlab_time_to_first_token_seconds",
+                              "request start to its first token", buckets=LATENCY_BUCKETS,
+                              registry=r)
+        self.itl = Histogram("batchlab_inter_token_latency_seconds",
+                             "gap between a choice's tokens", buckets=LATENCY_BUCKETS,
+                             registry=r)
+        self._last = (time.monotonic(), 0)
+
+    def render(self, engine) -> tuple[bytes, str]:
+        s = engine.stats()
+        self.running.set(s.running)
+        self.decoding.set(s.decoding)
+        self.waiting.set(s.waiting)
+        self.kv_bytes.set(s.projected_kv_bytes)
+        self.crashes.set(s.crashes)
+        now = time.monotonic()
+        then, tokens = self._last
+        self.tokens.inc(s.tokens_generated - tokens)
+        self.tokens_per_s.set((s.tokens_generated - tokens) / max(now - then, 1e-9))
+        self._last = (now, s.tokens_generated)
+        return generate_latest(self.registry), CONTENT_TYPE_LATEST

@@ -1,0 +1,55 @@
+"""SIGTERM to a real ``batchlab serve`` process: a stream that outlives the grace period
+ends with a finish_reason, an error event and [DONE]; the process exits 0."""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import httpx2
+from serve_live import MODEL
+
+
+def test_sigterm_ends_open_streams_cleanly_and_the_process_exits():
+    process = subprocess.Popen(
+        [sys.executable, "-m", "batchlab", "serve", "--model", MODEL, "--port", "0",
+         "--grace", "0.5", "--max-tokens", "100000"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        url = None
+        lines = []
+        while url is None:
+            line = process.stdout.readline()
+            assert line, "".join(lines)
+            lines.append(line)
+            found = re.search(r"http://127\.0\.0\.1:\d+", "".join(lines).replace("\n", ""))
+            url = found and found.group(0)
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                if httpx2.get(url + "/health").status_code == 200:
+                    break
+            except httpx2.TransportError:
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+        events = []
+        with httpx2.Client(timeout=30) as http, http.stream(
+                "POST", url + "/v1/completions",
+                json={"prompt": [5, 6], "max_tokens": 100000, "stream": True,
+                      "stop_token_ids": []}) as r:
+            for line in r.iter_lines():
+                if line:
+                    events.append(line)
+                if len(events) == 3:
+                    process.send_signal(signal.SIGTERM)
+        assert process.wait(30) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert events[-1] == "data: [DONE]"
+    assert json.loads(events[-3][6:])["choices"][0]["finish_reason"] == "error"
+    assert "shut down" in json.loads(events[-2][6:])["error"]["message"]
