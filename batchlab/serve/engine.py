@@ -190,7 +190,8 @@ class ServeEngine:
             raise ValueError(f"logit_bias token ids {bias_ids[:5]} must be inside the "
                              f"vocabulary [0, {self.vocab_size})")
         stop_ids = job_args.get("stop_ids")
-        job = Job(processors=processors, name=f"job-{next(self._ids)}", prompt=tuple(prompt), max_tokens=max_tokens,
+        job = Job(name=f"job-{next(self._ids)}", prompt=tuple(prompt), max_tokens=max_tokens,
+                  processors=processors,
                   sampling=job_args["sampling"], logprobs=job_args.get("logprobs"),
                   stop_ids=self.default_stop_ids if stop_ids is None else stop_ids, sink=sink)
         if self.kv_budget is not None:

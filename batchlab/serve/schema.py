@@ -1,8 +1,9 @@
 """The request bodies, by schema (pydantic): what OpenAI's clients send, checked once.
 
 Every field OpenAI defines is declared, so none is silently ignored: the ones the engine
-cannot honour (tools, ``response_format`` other than text, ``echo``, ...) are refused with a 400 naming the field when set to anything but their no-op value, and
-an unknown field is refused as OpenAI refuses it ("Unrecognized request argument").
+cannot honour (tools, ``response_format`` other than text, ``echo``, ...) are refused with
+a 400 naming the field when set to anything but their no-op value, and an unknown field
+is refused as OpenAI refuses it ("Unrecognized request argument").
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ REFUSED: dict[str, tuple[Any, str]] = {
 }
 
 Probability = Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)]
+Bias = Annotated[float, Field(ge=-100, le=100, allow_inf_nan=False)]  # OpenAI's range
 
 
 class StreamOptions(BaseModel):
@@ -60,7 +62,7 @@ class Common(BaseModel):
     presence_penalty: float | None = Field(None, ge=-2, le=2, allow_inf_nan=False)
     frequency_penalty: float | None = Field(None, ge=-2, le=2, allow_inf_nan=False)
     repetition_penalty: float | None = Field(None, ge=0, allow_inf_nan=False)  # as vLLM
-    logit_bias: dict[str, Annotated[float, Field(ge=-100, le=100, allow_inf_nan=False)]] | None = None
+    logit_bias: dict[str, Bias] | None = None
     # refused unless at their no-op value (see REFUSED)
     response_format: dict[str, Any] | None = None
     tools: list[Any] | None = None
