@@ -250,7 +250,7 @@ def ring_evict_keeps_padding() -> list[Patch]:
         def buggy(self, keys, values):
             out = clean(self, keys, values)
             if self.rotated:
-                type(self).left_padding.shift(self, 1)  # undo the eviction's -1
+                self.left_padding_ints.shift(1)  # undo the eviction's -1
             return out
         return buggy
 

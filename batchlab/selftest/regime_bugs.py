@@ -7,23 +7,13 @@ from __future__ import annotations
 import mlx.core as mx
 
 from batchlab.engine import sampler, scheduler
-from batchlab.selftest.inject import Patch, original
+from batchlab.selftest.inject import Patch, during, original
 
 
 def admit_ignores_completion_cap() -> list[Patch]:
     """Admission fills the prompt batch up to ``prefill_batch_size`` however many rows
     already decode, so more than ``completion_batch_size`` rows run at once."""
-    Scheduler = scheduler.Scheduler
-    clean = original(Scheduler, "_admit")
-
-    def admit(self):
-        saved, self.max_decoding = self.max_decoding, 10**9
-        try:
-            clean(self)
-        finally:
-            self.max_decoding = saved
-
-    return [Patch(owner=Scheduler, name="_admit", value=admit)]
+    return [during(scheduler.Scheduler, "_admit", "max_decoding", lambda self: 10**9)]
 
 
 def remove_misses_the_queue() -> list[Patch]:

@@ -9,7 +9,7 @@ import mlx.core as mx
 
 from batchlab.engine import scheduler
 from batchlab.engine.batch import DecodeBatch
-from batchlab.selftest.inject import Patch, applied, original, wrapped
+from batchlab.selftest.inject import Patch, applied, during, original, wrapped
 
 
 def joiner_cache_rows_first() -> list[Patch]:
@@ -134,19 +134,12 @@ def admit_ignores_prefill_batch_size() -> list[Patch]:
     """The admit step takes every queued row at once (the ``prefill_batch_size`` cap
     dropped): a 9th row inserted with 8 others is prefilled in the same wide forward
     instead of the next step's, so it starts a step early and in another batch."""
-    Scheduler = scheduler.Scheduler
-    clean = original(Scheduler, "_admit")
 
-    def admit(self):
-        config = self.config
-        wide = max(config.prefill_batch_size, len(self.prompt) + len(self.queue))
-        self.config = dataclasses.replace(config, prefill_batch_size=wide)
-        try:
-            clean(self)
-        finally:
-            self.config = config
+    def wide(self):
+        return dataclasses.replace(self.config, prefill_batch_size=max(
+            self.config.prefill_batch_size, len(self.prompt) + len(self.queue)))
 
-    return [Patch(owner=Scheduler, name="_admit", value=admit)]
+    return [during(scheduler.Scheduler, "_admit", "config", wide)]
 
 
 def step_ignores_completion_cap() -> list[Patch]:
@@ -170,18 +163,8 @@ def prefill_ignores_step_size() -> list[Patch]:
     """Prompts are prefilled whole, in one forward (``prefill_step_size`` ignored): a
     prompt longer than a chunk joins steps early, and a ring's keys are never cut
     between chunks."""
-    Scheduler = scheduler.Scheduler
-    clean = original(Scheduler, "_prefill_chunk")
-
-    def prefill_chunk(self):
-        config = self.config
-        self.config = dataclasses.replace(config, prefill_step_size=1 << 30)
-        try:
-            clean(self)
-        finally:
-            self.config = config
-
-    return [Patch(owner=Scheduler, name="_prefill_chunk", value=prefill_chunk)]
+    return [during(scheduler.Scheduler, "_prefill_chunk", "config",
+                   lambda self: dataclasses.replace(self.config, prefill_step_size=1 << 30))]
 
 
 def remove_only_decoding_rows() -> list[Patch]:
