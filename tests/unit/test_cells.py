@@ -95,7 +95,7 @@ def test_committed_matrices_meet_the_gate_requirements():
     assert {c.batch for c in cells} >= {1, 2, 3, 4, 8, 34}
     assert {c.script for c in cells} >= {"static", "join", "evict", "join-evict", "staggered",
                                          "trickle", "evict-many", "evict-early", "late-join"}
-    assert {c.context for c in cells} == {"short", "wrap", "grow", "long"}
+    assert {c.context for c in cells} == {"short", "wrap", "grow", "long", "explicit"}
     # the schedule's regimes (issue 14): more rows than either cap, chunked prefill
     assert any(c.batch > c.schedule.prefill_batch_size for c in cells)
     assert any(c.batch > max(c.schedule.completion_batch_size, c.schedule.prefill_batch_size)
