@@ -27,7 +27,7 @@ class GoldenError(Exception):
     """A golden that cannot be trusted. ``status`` is NO-GOLDEN, STALE or CORRUPT."""
 
     def __init__(self, status: str, path: Path, why: str, fix: str):
-        self.status, self.path, self.why, self.fix = status, path, why, fix
+        self.status, self.path = status, path
         super().__init__(f"{status}: golden {shown(path)} {why}; fix: {fix}")
 
 
