@@ -22,12 +22,12 @@ FRANCE = (1, 9690, 198, 2683, 359, 253, 5356, 5646, 11173, 3365, 3511, 308, 3451
           198, 1, 520, 9531, 198)  # fmt: skip
 
 
-@pytest.fixture(scope="module", autouse=True)
-def zoo_cache(tmp_path_factory):
-    root = tmp_path_factory.mktemp("batchlab-cache")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("BATCHLAB_CACHE", str(root))
-        yield root / "zoo"
+pytestmark = pytest.mark.usefixtures("private_zoo_cache")
+
+
+@pytest.fixture(scope="module")
+def zoo_cache(private_zoo_cache):
+    return private_zoo_cache
 
 
 def test_the_directory_and_weights_match_their_pins():

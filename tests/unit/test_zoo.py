@@ -92,13 +92,12 @@ LAYER_KINDS = {
 }
 
 
-@pytest.fixture(scope="module", autouse=True)
-def zoo_cache(tmp_path_factory):
-    """A private BATCHLAB_CACHE for the whole module; returns its zoo folder."""
-    root = tmp_path_factory.mktemp("batchlab-cache")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("BATCHLAB_CACHE", str(root))
-        yield root / "zoo"
+pytestmark = pytest.mark.usefixtures("private_zoo_cache")
+
+
+@pytest.fixture(scope="module")
+def zoo_cache(private_zoo_cache):
+    return private_zoo_cache
 
 
 def test_every_zoo_model_is_pinned():
