@@ -23,3 +23,6 @@ def _project_root() -> Path:
 PROJECT_ROOT = _project_root()
 DEFAULT_MATRIX = PROJECT_ROOT / "matrices" / "default.toml"
 DEFAULT_GOLDENS = PROJECT_ROOT / "goldens"
+
+# seconds running rows get to finish when the server is asked to stop (batchlab serve)
+DEFAULT_GRACE_S = 30.0

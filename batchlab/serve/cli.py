@@ -18,7 +18,7 @@ import argparse
 import logging
 import os
 
-from batchlab.serve.server import DEFAULT_GRACE_S
+from batchlab.defaults import DEFAULT_GRACE_S
 
 
 def add_serve_parser(sub) -> None:

@@ -17,6 +17,7 @@ import time
 
 import uvicorn
 
+from batchlab.defaults import DEFAULT_GRACE_S
 from batchlab.serve.app import ServeState, build_app
 from batchlab.serve.engine import ServeEngine
 from batchlab.serve.metrics import ServeMetrics
@@ -24,7 +25,6 @@ from batchlab.serve.metrics import ServeMetrics
 BACKLOG = 2048  # the kernel's queue of connections not yet accepted (a burst waits there)
 KEEP_ALIVE_S = 15  # an idle keep-alive connection closes after this
 CONCURRENCY_LIMIT = 4096  # connections beyond this get a 503 at once
-DEFAULT_GRACE_S = 30.0
 log = logging.getLogger("batchlab.serve")
 
 

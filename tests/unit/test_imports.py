@@ -191,3 +191,22 @@ if __name__ == "__main__":
     for name, targets in layer_table().items():
         print(f"{name} -> {', '.join(t.removeprefix('batchlab.') for t in targets)}")
     sys.exit(0)
+
+
+def test_the_cli_parses_without_the_server_stack():
+    """Every command but serve and load runs where fastapi/uvicorn/openai are absent (the
+    H200 machine has no package index): the parser must not import them."""
+    import subprocess
+    import sys
+
+    code = ("import builtins\nreal = builtins.__import__\n"
+            "def imp(name, *a, **k):\n"
+            "    if name.split('.')[0] in ('uvicorn', 'fastapi', 'pydantic', 'openai',\n"
+            "                              'prometheus_client', 'starlette'):\n"
+            "        raise ImportError('blocked ' + name)\n"
+            "    return real(name, *a, **k)\n"
+            "builtins.__import__ = imp\n"
+            "from batchlab.cli import build_parser\n"
+            "build_parser().parse_args(['matrix', 'list'])\nprint('ok')\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.stdout.strip() == "ok", done.stderr[-2000:]
