@@ -15,8 +15,10 @@ seconds to finish. Routes and fields: docs/serving.md.
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import logging
 import os
+import sys
 
 from batchlab.defaults import DEFAULT_GRACE_S
 
@@ -65,6 +67,17 @@ def serve_command(args, console) -> int:
                   f"B/token{f', budget {kv_budget} B' if kv_budget else ''}"
                   f"{', API key required' if args.api_key else ''}); Ctrl-C stops",
                   highlight=False)
+    faulthandler.enable()  # a native crash prints every thread's stack, not just "-6"
     server.serve()
-    console.print("stopped")
-    return 0
+    if server.engine.running_thread:
+        console.print("[bold red]the engine thread did not stop; exiting anyway[/]")
+        code = 1
+    else:
+        console.print("stopped")
+        code = 0
+    # The engine has joined and every stream has its last event. Skip the interpreter's
+    # finalization: on Python < 3.14 a daemon thread (uvicorn's, anyio's) that wakes
+    # while it runs is killed by pthread_exit, which aborts (SIGABRT) inside C++ frames.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

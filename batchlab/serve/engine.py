@@ -157,13 +157,18 @@ class ServeEngine:
     def close(self) -> None:
         self._stop.set()
         self._wake.set()
-        self._thread.join(timeout=10)
+        self._thread.join(timeout=60)
 
     def begin_shutdown(self, grace_s: float) -> None:
         """Admit nothing new; rows still running after ``grace_s`` end with "shutdown"."""
         self._closing = True
         self._inbox.put(("shutdown", time.monotonic() + grace_s))
         self._wake.set()
+
+    @property
+    def running_thread(self) -> bool:
+        """Whether the engine thread is still alive (after ``close``: it did not stop)."""
+        return self._thread.is_alive()
 
     @property
     def idle(self) -> bool:

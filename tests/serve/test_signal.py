@@ -46,7 +46,8 @@ def test_sigterm_ends_open_streams_cleanly_and_the_process_exits():
                     events.append(line)
                 if len(events) == 3:
                     process.send_signal(signal.SIGTERM)
-        assert process.wait(30) == 0
+        code = process.wait(60)
+        assert code == 0, "".join(lines) + process.stdout.read()
     finally:
         if process.poll() is None:
             process.kill()
