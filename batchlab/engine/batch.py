@@ -15,7 +15,7 @@ import mlx.core as mx
 from batchlab.engine import layers
 from batchlab.engine.history import History
 from batchlab.engine.processors import Processor, ProcessorParams, make_processors
-from batchlab.engine.sampler import RowSampler, SamplingParams
+from batchlab.engine.sampler import BatchSampler, SamplingParams
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -30,9 +30,9 @@ class Request:
     history: History | None = None  # None: the row starts from empty caches
 
     def __post_init__(self):
-        if not self.prompt:
+        if not self.prompt:  # not gated: input
             raise ValueError(f"request {self.name!r} has an empty prompt; give at least one id")
-        if self.max_tokens <= 0:
+        if self.max_tokens <= 0:  # not gated: input
             raise ValueError(f"request {self.name!r}: max_tokens must be > 0")
 
 
@@ -53,7 +53,7 @@ class Sequence:
     context: mx.array | None = None
 
     @classmethod
-    def start(cls, request: Request, row_sampler: type = RowSampler) -> Sequence:
+    def start(cls, request: Request, row_sampler: type = BatchSampler) -> Sequence:
         p = request.processors
         return cls(request=request, unprefilled=list(request.prompt[:-1]),
                    sampler=row_sampler(request.sampling) if request.sampling else None,
@@ -125,11 +125,8 @@ class DecodeBatch:
         """Append ``other``'s rows at the END (joiners never displace running rows)."""
         self.seqs += other.seqs
         self.caches = layers.extend_layers(self.caches, other.caches)
-        if self.inputs is None:
-            self.inputs, self.input_logprobs = other.inputs, other.input_logprobs
-        else:
-            self.inputs = mx.concatenate([self.inputs, other.inputs])
-            self.input_logprobs = mx.concatenate([self.input_logprobs, other.input_logprobs])
+        self.inputs = mx.concatenate([self.inputs, other.inputs])
+        self.input_logprobs = mx.concatenate([self.input_logprobs, other.input_logprobs])
 
     def filter(self, keep: list[int]) -> None:
         self.seqs = [self.seqs[i] for i in keep]

@@ -62,7 +62,7 @@ class TracedKV:
         return self.keys, self.values
 
     def make_mask(self, N: int, return_array: bool = False, window_size: int | None = None):
-        if N != 1 or window_size is not None:
+        if N != 1 or window_size is not None:  # not gated: misuse
             raise ValueError("the traced decode step takes one token per row, no window")
         return self.mask
 
@@ -84,7 +84,7 @@ class CompiledScheduler(Scheduler):
     def __init__(self, model: nn.Module, config: ScheduleConfig = MLX_LM_DEFAULTS,
                  sampling: SamplingParams = GREEDY):
         reason = unsupported_reason(model)
-        if reason:
+        if reason:  # not gated: refusal
             raise ValueError(reason)
         super().__init__(model, config, sampling)
         self._traced_step = traced_decoder(model)
@@ -94,7 +94,7 @@ class CompiledScheduler(Scheduler):
             if c._idx + 1 > c.keys.shape[2]:  # full: grow, as update_and_fetch would
                 c._grow(c.keys[..., :1, :], c.values[..., :1, :])
         widths = {c.keys.shape[2] for c in caches}
-        if len(widths) != 1:
+        if len(widths) != 1:  # not gated: misuse
             raise RuntimeError(f"layer key buffers differ in width ({sorted(widths)})")
         idx = caches[0]._idx
         left_padding = caches[0].left_padding

@@ -28,7 +28,7 @@ class History:
 
 def prefix_history(model: nn.Module, prefix: tuple[int, ...], step_size: int) -> History:
     """The caches after a B=1 forward over every id of ``prefix`` (nothing sampled)."""
-    if not prefix:
+    if not prefix:  # not gated: input
         raise ValueError("a prefix history needs at least one token")
     caches = layers.single_caches(model)
     tokens = mx.array([list(prefix)])

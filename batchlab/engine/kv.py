@@ -89,15 +89,15 @@ class LeftPaddedKV:
         return tuple(getattr(self, name) for name in self.STATE_FIELDS)
 
     @state.setter
-    def state(self, v) -> None:
+    def state(self, v) -> None:  # not gated: protocol
         for name, value in zip(self.STATE_FIELDS, v, strict=True):
             setattr(self, name, value)
 
-    def empty(self) -> bool:
+    def empty(self) -> bool:  # not gated: protocol
         return self.keys is None
 
     @property
-    def nbytes(self) -> int:
+    def nbytes(self) -> int:  # not gated: protocol
         return 0 if self.keys is None else self.keys.nbytes + self.values.nbytes
 
     @staticmethod
@@ -108,7 +108,7 @@ class LeftPaddedKV:
         other kernels (other bits), so l1 keeps it there, as BatchGenerator passes it."""
         return mx.default_device().type == mx.cpu
 
-    def _add_left_padding(self, left_padding) -> None:
+    def _add_left_padding(self, left_padding) -> None:  # not gated: protocol
         """``prepare(left_padding=...)``: padding added to an empty cache."""
         if self.keys is not None:
             raise ValueError(f"left padding can only be added to an empty {type(self).__name__}")
@@ -121,7 +121,7 @@ class LeftPaddedKV:
         (``newest(i, s)`` gives them, (1, H, s, D) each) left-padded to the longest.
         ``make(pads)`` builds the empty cache. None when every row is empty."""
         width = max(sizes)
-        if width == 0:
+        if width == 0:  # not gated: empty merge
             return None
         rows = [newest(i, s) for i, s in enumerate(sizes) if s > 0]
         H = max(k.shape[1] for k, _ in rows)
@@ -194,13 +194,13 @@ class BatchKV(LeftPaddedKV):
             return self._decode_masks(self._idx, self.left_padding_host)
         return causal_mask(N, self._idx, left_padding=self.left_padding_host, window=window_size)
 
-    def size(self) -> int:
+    def size(self) -> int:  # not gated: protocol
         return self._idx
 
-    def is_trimmable(self) -> bool:
+    def is_trimmable(self) -> bool:  # not gated: protocol
         return True
 
-    def trim(self, n: int) -> int:
+    def trim(self, n: int) -> int:  # not gated: protocol
         n = min(self._idx, n)
         self._idx -= n
         self.offset = self.offset_host - n
@@ -211,18 +211,18 @@ class BatchKV(LeftPaddedKV):
     def prepare(self, *, left_padding=None, lengths=None, right_padding=None) -> None:
         """``left_padding`` adds padding to an empty cache; ``right_padding`` (with the
         prompts right-padded to one length) is moved to the left by ``finalize``."""
-        if left_padding is not None:
+        if left_padding is not None:  # not gated: protocol
             self._add_left_padding(left_padding)
-        if right_padding is not None and max(right_padding) > 0:
+        if right_padding is not None and max(right_padding) > 0:  # one way: padded prefill
             self._right_padding = host_ints(right_padding)
 
     def finalize(self) -> None:
         """Right-justify right-padded rows. Prompts [5, 6] and [7] prefilled as
         ``[5 6] [7 _]`` become ``[5 6] [_ 7]``: left_padding [0, 1], offset [2, 1]."""
-        if self._right_padding is None:
+        if self._right_padding is None:  # not gated: unprepared
             return
         pad = self._right_padding
-        if self.keys is not None:
+        if self.keys is not None:  # one way: has keys
             self.keys = roll_rows(self.keys, pad)
             self.values = roll_rows(self.values, pad)
         self.offset = self.offset_host - pad
@@ -235,11 +235,11 @@ class BatchKV(LeftPaddedKV):
         """Keep rows ``indices`` (in that order), then drop the columns every kept row
         pads: left_padding [3, 1, 2] filtered to rows [0, 2] trims 2 -> [1, 0]."""
         rows = take_rows(self, indices)
-        if self._right_padding is not None:  # mlx-lm forgets this one (never hit there)
+        if self._right_padding is not None:  # not gated: mid-prefill
             self._right_padding = self._right_padding[rows]
         trim = int(self.left_padding_host.min()) if rows else 0
         if trim > 0:
-            if self.keys is not None:
+            if self.keys is not None:  # one way: has keys
                 self.keys = self.keys[..., trim:, :]
                 self.values = self.values[..., trim:, :]
             self._idx -= trim  # mlx-lm does this even with no keys: _idx can go negative
@@ -249,7 +249,7 @@ class BatchKV(LeftPaddedKV):
         """Append ``other``'s rows. Both sides are padded so their write columns line up
         at ``max(_idx)`` and their widths at ``max(L)``: _idx 3 and 5 -> the first side
         gets 2 more left-padding columns."""
-        if self._right_padding is not None or other._right_padding is not None:
+        if self._right_padding is not None or other._right_padding is not None:  # not gated: misuse
             raise ValueError("finalize() both caches before extend()")
         extend_aligned(self, other)
 
@@ -268,7 +268,7 @@ class BatchKV(LeftPaddedKV):
         sizes = [c.size() for c in caches]
         cache = cls._merged(sizes, lambda i, s: (caches[i].keys[..., :s, :],
                                                  caches[i].values[..., :s, :]), cls)
-        if cache is None:
+        if cache is None:  # not gated: empty merge
             return cls([0] * len(caches))
         cache.offset = cache.offset_host + max(sizes)
         cache._idx = max(sizes)
@@ -291,7 +291,7 @@ def extend_aligned(cache, other) -> None:
     """The body of ``extend`` (BatchKV and BatchRing): append ``other``'s rows, both
     sides padded so their write columns line up at ``max(_idx)`` and their widths at
     ``max(L)``. With no keys on either side only the per-row ints are joined."""
-    if cache.keys is None and other.keys is None:
+    if cache.keys is None and other.keys is None:  # not gated: empty extend
         cache.left_padding = np.concatenate([cache.left_padding_host, other.left_padding_host])
         cache.offset = np.concatenate([cache.offset_host, other.offset_host])
         return

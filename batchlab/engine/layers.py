@@ -26,12 +26,11 @@ from batchlab.engine.rowints import RowInts, RowUploads
 from batchlab.engine.state import BatchList, BatchState
 
 
-def single_caches(model, max_kv_size: int | None = None) -> list:
-    """One row's fresh caches, as mlx-lm's ``make_prompt_cache`` builds them."""
+def single_caches(model) -> list:
+    """One row's fresh caches, as mlx-lm's ``make_prompt_cache`` builds them (no
+    ``max_kv_size``: BatchGenerator has none)."""
     if hasattr(model, "make_cache"):
-        return model.make_cache()  # mlx-lm ignores max_kv_size here too
-    if max_kv_size is not None:
-        return [RotatingKVCache(max_size=max_kv_size, keep=4) for _ in model.layers]
+        return model.make_cache()
     return [KVCache() for _ in model.layers]
 
 
@@ -51,7 +50,7 @@ def batch_cache_for(template, left_padding: Sequence[int], kv_class: type = Batc
         return BatchState(len(template.cache), left_padding)
     if kind is CacheList:
         return BatchList(*(batch_cache_for(c, left_padding, kv_class) for c in template.caches))
-    raise ValueError(
+    raise ValueError(  # not gated: refusal
         f"{kind.__name__} has no batch form (mlx-lm cannot batch it either); "
         "run this model at B=1 or give it KVCache/RotatingKVCache/ArraysCache layers"
     )
@@ -63,28 +62,22 @@ def batch_cache_for(template, left_padding: Sequence[int], kv_class: type = Batc
 NEEDS_MLX_LM_CLASSES = {"mlx_lm.models.mamba"}
 
 
-def make_batch_caches(
-    model,
-    batch_size: int = 0,
-    *,
-    left_padding: Sequence[int] | None = None,
-    max_kv_size: int | None = None,
-    kv_class: type = BatchKV,
-) -> list:
-    """Empty batch caches for ``batch_size`` rows (or rows with ``left_padding``).
-
-    ``make_batch_caches(model, B)`` equals mlx-lm merging B fresh caches, which is what
-    its BatchGenerator does for new prompts (all left_padding zero).
-    """
-    if type(model).__module__ in NEEDS_MLX_LM_CLASSES:
+def refuse_unbatchable(model) -> None:
+    """Raise for a model whose forward would silently keep no state in the engine's
+    caches (``NEEDS_MLX_LM_CLASSES``)."""
+    if type(model).__module__ in NEEDS_MLX_LM_CLASSES:  # not gated: refusal
         raise ValueError(
             f"{type(model).__module__} checks isinstance(cache, ArraysCache) and would keep "
             "no state in the engine's caches; it is not supported"
         )
-    padding = list(left_padding) if left_padding is not None else [0] * batch_size
-    if not padding:
-        raise ValueError("make_batch_caches needs batch_size > 0 or a left_padding per row")
-    caches = [batch_cache_for(c, padding, kv_class) for c in single_caches(model, max_kv_size)]
+
+
+def make_batch_caches(model, batch_size: int, *, kv_class: type = BatchKV) -> list:
+    """Empty batch caches for ``batch_size`` rows: mlx-lm merging that many fresh
+    caches, which is what its BatchGenerator does for new prompts (left_padding zero)."""
+    refuse_unbatchable(model)
+    padding = [0] * batch_size
+    caches = [batch_cache_for(c, padding, kv_class) for c in single_caches(model)]
     return share_uploads(caches)
 
 
@@ -121,7 +114,8 @@ def merge_rows(rows: Sequence):
         return BatchState.merge(rows)
     if kind is CacheList:  # part i of the batch list merges part i of every row
         return BatchList(*(merge_rows(list(parts)) for parts in zip(*(c.caches for c in rows))))
-    raise ValueError(f"{kind.__name__} does not support batching with history (no merge)")
+    raise ValueError(  # not gated: refusal
+        f"{kind.__name__} does not support batching with history (no merge)")
 
 
 def merge_layers(per_row: Sequence[Sequence]) -> list:
@@ -137,12 +131,8 @@ def filter_layers(caches: list, keep: Sequence[int]) -> list:
 
 
 def extend_layers(caches: list, other: list) -> list:
-    """Append ``other``'s rows to every layer of ``caches`` (in place when both have
-    layers); an empty side yields the other, as mlx-lm's ``_extend_cache`` does."""
-    if not caches:
-        return other
-    if not other:
-        return caches
+    """Append ``other``'s rows to every layer of ``caches`` (in place). The scheduler
+    replaces an empty batch instead of extending it, so both sides have rows."""
     for c, o in zip(caches, other):
         c.extend(o)
     return caches
@@ -153,9 +143,9 @@ def extract_layers(caches: list, idx: int) -> list:
     return [c.extract(idx) for c in caches]
 
 
-def prepare_layers(caches: list, *, left_padding=None, lengths=None, right_padding=None) -> None:
+def prepare_layers(caches: list, *, lengths, right_padding) -> None:
     for c in caches:
-        c.prepare(left_padding=left_padding, lengths=lengths, right_padding=right_padding)
+        c.prepare(lengths=lengths, right_padding=right_padding)
 
 
 def finalize_layers(caches: list) -> None:

@@ -24,33 +24,17 @@ def all_true(shape: tuple[int, ...]) -> mx.array:
     return mx.ones(shape, dtype=mx.bool_)
 
 
-def _rows(x: Ints) -> mx.array:
-    """Row ints as an int32 (B, 1, 1, 1) array, to broadcast over (B, 1, N, L)."""
-    x = x if isinstance(x, mx.array) else mx.array(np.asarray(x), dtype=mx.int32)
-    return mx.expand_dims(x, (1, 2, 3))
-
-
-def causal_mask(
-    N: int,
-    offset: int,
-    left_padding: Ints | None = None,
-    window: int | None = None,
-    right_padding: Ints | None = None,
-) -> mx.array:
+def causal_mask(N: int, offset: int, left_padding: Ints, window: int | None = None) -> mx.array:
     """Mask of N queries at positions ``offset .. offset+N-1`` over keys ``0 .. offset+N-1``.
 
-    Query i sees key j when ``offset+i >= j`` (causal), ``offset+i < j+window`` (window),
-    ``j >= left_padding[b]`` and ``j < offset+N-right_padding[b]``. Shape (N, offset+N),
-    or (B, 1, N, offset+N) with per-row padding. E.g. ``causal_mask(1, 3, [1, 0, 2])``
-    is ``[[F T T T]], [[T T T T]], [[F F T T]]``.
+    Query i sees key j when ``offset+i >= j`` (causal), ``offset+i < j+window`` (window)
+    and ``j >= left_padding[b]``. Shape (B, 1, N, offset+N). E.g.
+    ``causal_mask(1, 3, [1, 0, 2])`` is ``[[F T T T]], [[T T T T]], [[F F T T]]``.
 
-    Host ints (the engine's caches keep them in numpy) build the mask in numpy and upload
-    it once: at decode that is one small copy instead of a handful of lazy ops per step.
-    The bools and the shape are the same either way.
+    The engine's caches keep row ints on the host, so the mask is built in numpy and
+    uploaded once: at decode one small copy instead of a handful of lazy ops per step.
     """
-    if isinstance(left_padding, mx.array) or isinstance(right_padding, mx.array):
-        return _causal(mx, N, offset, left_padding, window, right_padding)
-    return mx.array(causal_mask_host(N, offset, left_padding, window, right_padding))
+    return mx.array(causal_mask_host(N, offset, left_padding, window))
 
 
 MASK_COLUMNS_STEP = 256  # DecodeMasks widens its host mask in steps, as caches grow
@@ -82,28 +66,15 @@ class DecodeMasks:
         return mx.array(memo[1][..., :width])
 
 
-def causal_mask_host(N, offset, left_padding=None, window=None, right_padding=None) -> np.ndarray:
+def causal_mask_host(N, offset, left_padding, window=None) -> np.ndarray:
     """``causal_mask`` as a numpy bool array."""
-    return _causal(np, N, offset, left_padding, window, right_padding)
-
-
-def _causal(xp, N, offset, left_padding, window, right_padding):
-    """The mask in array module ``xp`` (numpy on the host, mlx lazily on the device)."""
-    cols = xp.arange(offset + N)[None]
-    rows = xp.arange(offset, offset + N)[:, None]
+    cols = np.arange(offset + N)[None]
+    rows = np.arange(offset, offset + N)[:, None]
     mask = rows >= cols
     if window is not None:
         mask = mask & (rows < cols + window)
-    if right_padding is not None:
-        mask = mask & (cols < (offset + N) - _per_row(xp, right_padding))
-    if left_padding is not None:
-        mask = mask & (_per_row(xp, left_padding) <= cols)
-    return mask
-
-
-def _per_row(xp, x):
-    """Row ints shaped (B, 1, 1, 1), to broadcast over (B, 1, N, L)."""
-    return np.asarray(x).reshape(-1, 1, 1, 1) if xp is np else _rows(x)
+    # row ints shaped (B, 1, 1, 1) broadcast over (B, 1, N, L)
+    return mask & (np.asarray(left_padding).reshape(-1, 1, 1, 1) <= cols)
 
 
 def ring_mask(
@@ -115,13 +86,13 @@ def ring_mask(
     rotated: bool,
     left_padding: np.ndarray,
     window: int | None = None,
+    left_padding_max: int,
     all_true_as_none: bool = False,
-    left_padding_max: int | None = None,
     decode_masks: DecodeMasks | None = None,
 ) -> mx.array | None:
     """The mask of ``BatchRing`` before it takes N keys (mlx-lm's rotating batch mask).
     ``all_true_as_none``: a decode mask that hides nothing comes back as ``None``.
-    ``left_padding_max``: ``max(left_padding)`` if the caller knows it (saves numpy).
+    ``left_padding_max``: ``max(left_padding)`` (the caller's memo of it saves numpy).
     ``decode_masks``: the ring's own ``DecodeMasks``, for the decode steps before it
     fills (then the mask is a full cache's: keys ``0 .. offset``, padding unchanged).
 
@@ -145,12 +116,10 @@ def ring_mask(
     trim = idx - max_size + int(N > 1)
     wraps = N == 1 and (rotated or idx >= max_size)
     dropped = max(trim, 0) + int(wraps)  # padding columns the write will have dropped
-    if left_padding_max is None:
-        left_padding_max = int(np.max(left_padding)) if len(left_padding) else 0
     if N == 1 and offset < window and left_padding_max - dropped <= 0:
-        if all_true_as_none:
+        if all_true_as_none:  # one way: cpu
             return None
-        return all_true((len(left_padding), 1, 1, offset + 1))  # nothing to hide or roll
+        return all_true((len(left_padding), 1, 1, offset + 1))  # not gated: cpu
     if N == 1 and not wraps and dropped == 0 and offset < window and decode_masks is not None:
         return decode_masks(offset, left_padding)
     left_padding = left_padding - dropped
@@ -160,13 +129,6 @@ def ring_mask(
     return mx.array(mask)
 
 
-def _extreme(reduce, ints: Ints | None) -> int | None:
-    """``reduce`` (np.max or np.min) over host row ints; 0 for no rows, None untracked."""
-    if ints is None:
-        return None
-    return int(reduce(ints)) if len(ints) else 0
-
-
 def ssm_keeps_every_step(N: int, left_padding_max: int | None,
                          lengths_min: int | None) -> bool:
     """Whether ``ssm_mask`` keeps every step of every row (from the rows' extremes)."""
@@ -174,31 +136,22 @@ def ssm_keeps_every_step(N: int, left_padding_max: int | None,
             and (lengths_min is None or lengths_min >= N))
 
 
-def ssm_mask(N: int, left_padding: Ints | None, lengths: Ints | None,
-             all_true_as_none: bool = False) -> mx.array | None:
+def ssm_mask(N: int, left_padding: Ints | None, lengths: Ints | None) -> mx.array | None:
     """(B, N) mask of the N new steps of a state-space layer: step t of row b is real when
     ``t >= left_padding[b]`` and ``t < lengths[b]``; ``None`` when neither is tracked.
 
     An all-True mask is NOT the same as ``None`` in general: models take another code
-    path (``mx.where(mask, x, 0)``, ``x * mask``), which on a GPU may be other kernels,
-    so callers keep mlx-lm's None-vs-array choice unless ``all_true_as_none``: then a
-    mask that keeps every step comes back as ``None`` (a select or a product by True
-    leaves every bit as it was, so this is exact wherever those paths are plain ops).
+    path (``mx.where(mask, x, 0)``, ``x * mask``), which on a GPU may be other kernels.
+    ``BatchState.make_mask`` answers the all-kept case itself (``ssm_keeps_every_step``)
+    and keeps mlx-lm's None-vs-array choice except where dropping it is exact.
     """
     if left_padding is None and lengths is None:
         return None
-    if isinstance(left_padding, mx.array) or isinstance(lengths, mx.array):
-        pos, rows = mx.arange(N), (lambda x: _rows(x)[:, :, 0, 0])
-    elif ssm_keeps_every_step(N, _extreme(np.max, left_padding), _extreme(np.min, lengths)):
-        if all_true_as_none:
-            return None
-        return all_true((len(left_padding if lengths is None else lengths), N))
-    else:  # host ints: build in numpy, upload once (same bools, same shape)
-        pos, rows = np.arange(N), (lambda x: np.asarray(x).reshape(-1, 1))
+    pos = np.arange(N)  # host ints: build in numpy, upload once
     mask = None
     if left_padding is not None:
-        mask = pos >= rows(left_padding)
-    if lengths is not None:
-        valid = pos < rows(lengths)
+        mask = pos >= np.asarray(left_padding).reshape(-1, 1)
+    if lengths is not None:  # one way: padded prefill
+        valid = pos < np.asarray(lengths).reshape(-1, 1)
         mask = valid if mask is None else mask & valid
-    return mask if isinstance(mask, mx.array) else mx.array(mask)
+    return mx.array(mask)

@@ -60,7 +60,7 @@ def resolve_path(name: str, model: nn.Module | None = None, *, model_name: str =
     Raises ``Unsupported`` naming the known paths, or the path's reason to refuse the
     model (``use`` is the verb of that message: "run", "serve", "time")."""
     path = PATHS.get(name)
-    if path is None:
+    if path is None:  # not gated: input
         known = ", ".join(PATHS)
         raise Unsupported(f"unknown path {name!r}; known: {known}",
                           reason=f"the engine has no path {name!r} (known: {known})")

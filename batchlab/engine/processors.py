@@ -35,15 +35,15 @@ class ProcessorParams:
     frequency_context_size: int = DEFAULT_CONTEXT
 
     def __post_init__(self):
-        if self.repetition_penalty < 0:
+        if self.repetition_penalty < 0:  # not gated: input
             raise ValueError(f"repetition_penalty must be >= 0 (mlx-lm refuses a negative "
                              f"one), got {self.repetition_penalty}")
         ids = [t for t, _ in self.logit_bias]
-        if len(set(ids)) != len(ids):
+        if len(set(ids)) != len(ids):  # not gated: input
             raise ValueError(f"logit_bias names a token twice: {ids}; give each id once")
         for size in (self.repetition_context_size, self.presence_context_size,
                      self.frequency_context_size):
-            if size < 1:
+            if size < 1:  # not gated: input
                 raise ValueError(f"penalty context sizes must be >= 1, got {size}")
 
     @property
@@ -63,18 +63,6 @@ class ProcessorParams:
                 if size != DEFAULT_CONTEXT:
                     out.append(f"{name}c{size}")
         return "".join(out) or "0"
-
-    def mlx_lm_kwargs(self) -> dict:
-        """The same settings as ``mlx_lm.sample_utils.make_logits_processors`` arguments."""
-        return {
-            "logit_bias": dict(self.logit_bias) or None,
-            "repetition_penalty": self.repetition_penalty or None,
-            "repetition_context_size": self.repetition_context_size,
-            "presence_penalty": self.presence_penalty or None,
-            "presence_context_size": self.presence_context_size,
-            "frequency_penalty": self.frequency_penalty or None,
-            "frequency_context_size": self.frequency_context_size,
-        }
 
 
 NO_PROCESSORS = ProcessorParams()
@@ -105,7 +93,7 @@ def _logit_bias(ids: list[int], biases: list[float]) -> Processor:
 
 def _repetition(penalty: float, size: int) -> Processor:
     def apply(context: mx.array, logits: mx.array) -> mx.array:
-        if len(context) > 0:
+        if len(context) > 0:  # one way: context
             recent = context[-size:]
             seen = logits[:, recent]
             logits[:, recent] = mx.where(seen < 0, seen * penalty, seen / penalty)
@@ -116,7 +104,7 @@ def _repetition(penalty: float, size: int) -> Processor:
 
 def _presence(penalty: float, size: int) -> Processor:
     def apply(context: mx.array, logits: mx.array) -> mx.array:
-        if len(context) > 0:
+        if len(context) > 0:  # one way: context
             recent = context[-size:]
             logits[:, recent] -= penalty
         return logits
@@ -126,7 +114,7 @@ def _presence(penalty: float, size: int) -> Processor:
 
 def _frequency(penalty: float, size: int) -> Processor:
     def apply(context: mx.array, logits: mx.array) -> mx.array:
-        if len(context) > 0:
+        if len(context) > 0:  # one way: context
             logits = logits.at[:, context[-size:]].subtract(penalty)
         return logits
 

@@ -67,7 +67,7 @@ class BatchRing(LeftPaddedKV):
             self._temporal_order()
             self.keys = self.keys[..., : self._idx, :]
             self.values = self.values[..., : self._idx, :]
-            if self._lengths is not None:  # rows already past their prompt: pad goes left
+            if self._lengths is not None:
                 self._roll_padding_left()
             trim = self._idx - self.max_size + 1
             if trim > 0:
@@ -83,7 +83,7 @@ class BatchRing(LeftPaddedKV):
 
     def _write_one(self, keys: mx.array, values: mx.array) -> tuple[mx.array, mx.array]:
         """Decode: grow to ``max_size``, cut an over-long prefill, then write in the ring."""
-        if self._lengths is not None:
+        if self._lengths is not None:  # not gated: misuse
             raise RuntimeError("finalize() should be called before decoding with BatchRing")
         prev = self._offset
         if self.keys is None or (prev >= self.keys.shape[2] and self.keys.shape[2] < self.max_size):
@@ -138,20 +138,20 @@ class BatchRing(LeftPaddedKV):
             decode_masks=self._decode_masks,
         )
 
-    def size(self) -> int:
+    def size(self) -> int:  # not gated: protocol
         return min(self._offset, self.max_size)
 
-    def is_trimmable(self) -> bool:
+    def is_trimmable(self) -> bool:  # not gated: protocol
         return self._offset < self.max_size
 
-    def trim(self, n: int) -> int:
+    def trim(self, n: int) -> int:  # not gated: protocol
         n = min(self._offset, n)
         self._offset -= n
         self._idx -= n
         self.offset = self.offset_host - n
         return n
 
-    def to_quantized(self, group_size: int = 64, bits: int = 4):
+    def to_quantized(self, group_size: int = 64, bits: int = 4):  # not gated: protocol
         raise NotImplementedError("BatchRing has no quantized form (nor has mlx-lm's)")
 
     # -- ring order ----------------------------------------------------------------
@@ -176,14 +176,14 @@ class BatchRing(LeftPaddedKV):
     # -- prefill of right-padded prompts ----------------------------------------------
 
     def prepare(self, *, left_padding=None, lengths=None, right_padding=None) -> None:
-        if left_padding is not None:
+        if left_padding is not None:  # not gated: protocol
             self._add_left_padding(left_padding)
-        if right_padding is not None and max(right_padding) > 0:
+        if right_padding is not None and max(right_padding) > 0:  # one way: padded prefill
             self._lengths = host_ints(lengths) + self.offset_host
 
     def finalize(self) -> None:
         """Right-justify right-padded rows (see ``BatchKV.finalize``)."""
-        if self._lengths is not None and self.keys is not None:
+        if self._lengths is not None and self.keys is not None:  # one way: prepared
             self._roll_padding_left()
         self._lengths = None
 
@@ -192,16 +192,16 @@ class BatchRing(LeftPaddedKV):
     def filter(self, indices) -> None:
         """Keep rows ``indices``. Unlike BatchKV, shared padding is NOT trimmed (mlx-lm)."""
         rows = take_rows(self, indices)
-        if self._lengths is not None:  # mlx-lm keeps the old rows' lengths (never hit there)
+        if self._lengths is not None:  # not gated: mid-prefill
             self._lengths = self._lengths[rows]
 
     def extend(self, other: BatchRing) -> None:
         """Append ``other``'s rows. Rings at different pointers (or one wrapped, one
         not) are first put in temporal order; then both are padded so their write
         columns line up at ``max(_idx)`` and their widths at ``max(L)``."""
-        if self._lengths is not None or other._lengths is not None:
+        if self._lengths is not None or other._lengths is not None:  # not gated: misuse
             raise ValueError("finalize() both caches before extend()")
-        if self.keys is None and other.keys is None:
+        if self.keys is None and other.keys is None:  # not gated: empty extend
             extend_aligned(self, other)  # only the per-row ints: _offset stays (mlx-lm)
             return
         if self.rotated != other.rotated or self._idx != other._idx:
@@ -225,7 +225,7 @@ class BatchRing(LeftPaddedKV):
         """Left-pad each row's newest ``size()`` keys to the longest; ``offset`` keeps
         each row's own RoPE position (not ``size - padding``)."""
         max_size = caches[0].max_size
-        if any(c.max_size != max_size for c in caches):
+        if any(c.max_size != max_size for c in caches):  # not gated: misuse
             raise ValueError("BatchRing can only merge caches with the same max_size")
         sizes = [c.size() for c in caches]
         cache = cls._merged(
@@ -233,7 +233,7 @@ class BatchRing(LeftPaddedKV):
             lambda i, s: (ring_temporal(caches[i], caches[i].keys)[..., -s:, :],
                           ring_temporal(caches[i], caches[i].values)[..., -s:, :]),
             lambda pads: cls(max_size, pads))
-        if cache is None:
+        if cache is None:  # not gated: empty merge
             return cls(max_size, [0] * len(caches))
         cache.offset = [c.offset for c in caches]
         cache._idx = cache._offset = max(sizes)

@@ -76,7 +76,7 @@ class RowInts:
         self._bounds: tuple[np.ndarray, int, int] | None = None  # (host array, min, max)
 
     def set(self, value) -> None:
-        if value is None and not self.optional:
+        if value is None and not self.optional:  # not gated: misuse
             raise ValueError(f"{self.label} cannot be None")
         self._base = None if value is None else host_ints(value)
         self._pending, self._dev = 0, None
@@ -170,7 +170,7 @@ class _HostView:
     def __get__(self, obj, owner=None):
         return self if obj is None else obj.__dict__[self.attribute.slot].host
 
-    def __set__(self, obj, value) -> None:
+    def __set__(self, obj, value) -> None:  # not gated: misuse
         name = self.attribute.name
         raise AttributeError(f"assign {type(obj).__name__}.{name}, not {name}_host: the "
                              "device copy would go stale")

@@ -14,8 +14,9 @@ Where the draw's random bits come from is the one choice:
 - ``BatchSampler``: the batch's shared sampler (mlx-lm's ``BatchGenerator(sampler=...)``).
   One categorical call over the (B, V) batch per forward, from MLX's global key, so a
   row's draw depends on B and on its position: the oracle's rule, reproduced for the gate.
-- ``RowSampler``: a row that owns its PRNG key and splits it once per token, so its random
-  bits depend only on its seed and its token count, never on B or its neighbours (serving).
+- the server's ``RowSampler`` (``batchlab/serve/row_sampler.py``): a row that owns its
+  PRNG key, so its bits never depend on B or its neighbours. mlx-lm has no such rule, so
+  no oracle gates it: it lives with the server, not here.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ class SamplingParams:
     top_p: float = 1.0  # 1 = off
     top_k: int = 0  # 0 = off
     min_p: float = 0.0  # 0 = off
-    seed: int = 0  # RowSampler: the row's key; BatchSampler runs: MLX's global seed
+    seed: int = 0  # the server's RowSampler: the row's key; the matrix: MLX's global seed
     xtc_probability: float = 0.0  # 0 = off
     xtc_threshold: float = 0.1  # mlx-lm's default
 
@@ -42,17 +43,18 @@ class SamplingParams:
         return self.temperature == 0.0
 
     def __post_init__(self):
-        if (not math.isfinite(self.temperature) or self.temperature < 0
+        if (not math.isfinite(self.temperature) or self.temperature < 0  # not gated: input
                 or not 0 < self.top_p <= 1 or self.top_k < 0):
             raise ValueError(
                 f"bad sampling params {self}: need a finite temperature >= 0, "
                 "0 < top_p <= 1, top_k >= 0"
             )
-        if not 0 <= self.min_p < 1:
+        if not 0 <= self.min_p < 1:  # not gated: input
             raise ValueError(f"bad sampling params {self}: need 0 <= min_p < 1")
-        if not 0 <= self.seed < 2**64:
+        if not 0 <= self.seed < 2**64:  # not gated: input
             raise ValueError(f"bad sampling params {self}: need 0 <= seed < 2**64")
-        if not 0 <= self.xtc_probability <= 1 or not 0 <= self.xtc_threshold <= 0.5:
+        xtc_ok = 0 <= self.xtc_probability <= 1 and 0 <= self.xtc_threshold <= 0.5
+        if not xtc_ok:  # not gated: input
             raise ValueError(f"bad sampling params {self}: need 0 <= xtc_probability <= 1 "
                              "and 0 <= xtc_threshold <= 0.5 (mlx-lm's bounds)")
 
@@ -133,22 +135,6 @@ class BatchSampler:
         if self.params.greedy:
             return mx.argmax(logprobs, axis=-1)
         return mx.random.categorical(filtered_logits(logprobs, self.params))
-
-
-class RowSampler:
-    """One row's own sampler. ``key`` advances by one split per sampled token."""
-
-    def __init__(self, params: SamplingParams):
-        self.params = params
-        self.key = None if params.greedy else mx.random.key(params.seed)
-
-    def __call__(self, logprobs: mx.array) -> mx.array:
-        """``logprobs``: shape (1, V). Returns shape (1,) uint32. (XTC's coin, if on, comes
-        from MLX's global key: mlx-lm's op takes no key.)"""
-        if self.params.greedy:
-            return mx.argmax(logprobs, axis=-1)
-        self.key, draw = mx.random.split(self.key)
-        return mx.random.categorical(filtered_logits(logprobs, self.params), key=draw)
 
 
 def sample_rows(logprobs: mx.array, samplers: list) -> mx.array:

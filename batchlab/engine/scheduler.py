@@ -42,7 +42,7 @@ from batchlab.engine.config import MLX_LM_DEFAULTS, ScheduleConfig
 from batchlab.engine.history import History, fresh_history
 from batchlab.engine.kv import BatchKV
 from batchlab.engine.processors import process_rows
-from batchlab.engine.sampler import GREEDY, BatchSampler, RowSampler, SamplingParams, sample_rows
+from batchlab.engine.sampler import GREEDY, BatchSampler, SamplingParams, sample_rows
 
 # BatchGenerator frees MLX's buffer cache every 512 decode steps of its lifetime. The
 # engine frees at the same points: on CUDA the bits of some kernels depend on where
@@ -72,10 +72,11 @@ class Scheduler:
     kv_class: type = BatchKV
 
     def __init__(self, model: nn.Module, config: ScheduleConfig = MLX_LM_DEFAULTS,
-                 sampling: SamplingParams = GREEDY, row_sampler: type = RowSampler):
-        """``row_sampler`` makes the sampler of a request with its own settings: RowSampler
-        (its own key: serving) or BatchSampler (MLX's global key, drawn per row in batch
-        order: what BatchGenerator does with per-row samplers, so the gate's choice)."""
+                 sampling: SamplingParams = GREEDY, row_sampler: type = BatchSampler):
+        """``row_sampler`` makes the sampler of a request with its own settings:
+        BatchSampler (MLX's global key, drawn per row in batch order: what BatchGenerator
+        does with per-row samplers, so the gate's rule) or the server's own-key
+        ``RowSampler``."""
         self.model = model
         self.config = config
         # rows without their own sampler share this one, as BatchGenerator(sampler=...)
@@ -94,7 +95,7 @@ class Scheduler:
     def insert(self, requests: list[Request]) -> None:
         names = {s.name for s in self._all_seqs()}
         for request in requests:
-            if request.name in names:
+            if request.name in names:  # not gated: input
                 raise ValueError(f"row {request.name!r} is already in flight; names are unique")
             names.add(request.name)
             self.queue.append(Sequence.start(request, self.row_sampler))
@@ -195,9 +196,7 @@ class Scheduler:
         if any(s.request.history for s in seqs):
             # rows with history: merge every row's single caches, fresh ones for the rest,
             # as BatchGenerator merges whatever each row came with (left-padded to the longest)
-            if type(self.model).__module__ in layers.NEEDS_MLX_LM_CLASSES:
-                raise ValueError(f"{type(self.model).__module__} keeps no state in the "
-                                 "engine's caches; it cannot join with history either")
+            layers.refuse_unbatchable(self.model)
             caches = layers.merge_layers([
                 (s.request.history or fresh_history(self.model)).caches for s in seqs])
         else:

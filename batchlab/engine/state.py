@@ -57,17 +57,17 @@ class BatchState:
         for c in self.cache:
             if c is not None:
                 return c.shape[0]
-        for rows in (self.left_padding_host, self.lengths_host):
+        for rows in (self.left_padding_host, self.lengths_host):  # not gated: no arrays
             if rows is not None:
                 return len(rows)
-        return 1
+        return 1  # not gated: no arrays
 
     @property
     def state(self):
         return self.cache, self.left_padding, self.lengths
 
     @state.setter
-    def state(self, v) -> None:
+    def state(self, v) -> None:  # not gated: protocol
         self.cache, self.left_padding, self.lengths = v
 
     def make_mask(self, N: int) -> mx.array | None:
@@ -78,7 +78,7 @@ class BatchState:
         rows = self._rows_if_every_step_kept(N)
         if rows is not None:  # a decode step's usual case, answered without numpy
             return None if drop else all_true((rows, N))
-        return ssm_mask(N, self.left_padding_host, self.lengths_host, all_true_as_none=drop)
+        return ssm_mask(N, self.left_padding_host, self.lengths_host)
 
     def _rows_if_every_step_kept(self, N: int) -> int | None:
         """B when ``ssm_mask`` would keep every step of every row (from the memoized
@@ -103,9 +103,9 @@ class BatchState:
         """``lengths`` of a right-padded prefill. ``left_padding`` is ADDED to the
         tracked padding (mlx-lm's ArraysCache ignores it and would run padding through
         the state; its BatchGenerator never passes it)."""
-        if lengths is not None:
+        if lengths is not None:  # one way: padded prefill
             self.lengths = lengths
-        if left_padding is not None:
+        if left_padding is not None:  # not gated: protocol
             base = 0 if self.left_padding_host is None else self.left_padding_host
             self.left_padding = base + host_ints(left_padding)
 
@@ -119,7 +119,7 @@ class BatchState:
         self.cache = [None if c is None else c[take] for c in self.cache]
         if self.left_padding_host is not None:
             self.left_padding = self.left_padding_host[rows]
-        if self.lengths_host is not None:
+        if self.lengths_host is not None:  # not gated: mid-prefill
             self.lengths = self.lengths_host[rows]
 
     def extend(self, other: BatchState) -> None:
@@ -141,7 +141,7 @@ class BatchState:
         fresh caches of new prompts): no arrays and left_padding = zeros."""
         n = len(caches)
         merged = cls(len(caches[0].cache))
-        if all(c.cache[0] is None for c in caches):
+        if all(c.cache[0] is None for c in caches):  # not gated: empty merge
             merged.left_padding = [0] * n
             return merged
         for e in range(len(merged.cache)):
@@ -152,25 +152,25 @@ class BatchState:
             )
         return merged
 
-    def empty(self) -> bool:
+    def empty(self) -> bool:  # not gated: protocol
         return self.cache[0] is None
 
-    def size(self) -> int:
+    def size(self) -> int:  # not gated: protocol
         return 0
 
-    def is_trimmable(self) -> bool:
+    def is_trimmable(self) -> bool:  # not gated: protocol
         return False
 
     @property
-    def nbytes(self) -> int:
+    def nbytes(self) -> int:  # not gated: protocol
         return sum(c.nbytes for c in self.cache if c is not None)
 
 
 def _cat(x: mx.array | None, y: mx.array | None, a: int, b: int) -> mx.array | None:
     like = y if y is not None else x
-    if like is None:
+    if like is None:  # not gated: empty extend
         return None
-    if x is None:
+    if x is None:  # not gated: empty extend
         x = mx.zeros((a, *like.shape[1:]), like.dtype)
     if y is None:
         y = mx.zeros((b, *like.shape[1:]), like.dtype)
@@ -195,13 +195,13 @@ class BatchList:
         return self.caches[idx]
 
     @property
-    def state(self):
+    def state(self):  # not gated: protocol
         return [(c.state, type(c).__name__) for c in self.caches]
 
-    def is_trimmable(self) -> bool:
+    def is_trimmable(self) -> bool:  # not gated: protocol
         return all(c.is_trimmable() for c in self.caches)
 
-    def trim(self, n: int) -> int:
+    def trim(self, n: int) -> int:  # not gated: protocol
         return [c.trim(n) for c in self.caches][-1]
 
     def filter(self, indices) -> None:
@@ -223,12 +223,12 @@ class BatchList:
         for c in self.caches:
             c.finalize()
 
-    def size(self) -> int:
+    def size(self) -> int:  # not gated: protocol
         return max(c.size() for c in self.caches)
 
-    def empty(self) -> bool:
+    def empty(self) -> bool:  # not gated: protocol
         return self.caches[0].empty()
 
     @property
-    def nbytes(self) -> int:
+    def nbytes(self) -> int:  # not gated: protocol
         return sum(c.nbytes for c in self.caches)

@@ -14,10 +14,18 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from collections import Counter
 from pathlib import Path
 
 from batchlab.display import shown
-from batchlab.gate.coverage import DEFAULT_THRESHOLD, PROJECT_ROOT, EngineCoverage, measure, verdict
+from batchlab.gate.coverage import (
+    DEFAULT_THRESHOLD,
+    PROJECT_ROOT,
+    REASONS,
+    EngineCoverage,
+    measure,
+    verdict,
+)
 
 DEFAULT_REPORT = PROJECT_ROOT / "reports" / "coverage"
 
@@ -60,6 +68,10 @@ def coverage_command(args, console) -> int:
         console.print(f"  {f.file:<34} branches {f.covered_branches:>3}/{f.num_branches:<3} "
                       f"lines {f.covered_statements:>3}/{f.num_statements}",
                       highlight=False, soft_wrap=True)
+    tags = ", ".join(f"{n} {t}" for t, n in sorted(
+        Counter(e.tag for e in result.exclusions).items()))
+    console.print(f"not counted ({len(result.exclusions)} marked lines, each listed in "
+                  f"{shown(args.report / 'engine.md')}): {tags}", highlight=False, soft_wrap=True)
     console.print(f"uncovered ({len(result.misses)}):", highlight=False, soft_wrap=True)
     for miss in result.misses:
         console.print(f"  {miss.describe()}", highlight=False, markup=False, soft_wrap=True)
@@ -82,7 +94,9 @@ def markdown(result: EngineCoverage, threshold: float, passed: bool, why: str) -
         "",
         (f"**{result.branch_percent:.2f}% of branches** ({result.covered_branches}/"
          f"{result.num_branches}), {result.covered_statements}/{result.num_statements} "
-         f"lines: {'PASS' if passed else 'FAIL'}, {why}."),
+         f"lines: {'PASS' if passed else 'FAIL'}, {why}. With no marked line left out "
+         f"(below): {result.unmarked_percent:.2f}% ({result.unmarked[0]}/"
+         f"{result.unmarked[1]})."),
         "",
         "| file | branches | lines |",
         "| --- | --- | --- |",
@@ -95,4 +109,13 @@ def markdown(result: EngineCoverage, threshold: float, passed: bool, why: str) -
               + ("line never runs" if m.target is None else
                  f"branch to {'exit' if m.target < 0 else m.target} never taken")
               + f" | `{m.source.replace('|', '¦')}` |" for m in result.misses]
-    return "\n".join(lines) + "\n"
+    lines += ["", f"## Not counted ({len(result.exclusions)} marked lines)", "",
+              "`# not gated: TAG` leaves a line (with its block) out of the count; "
+              "`# one way: TAG` leaves out the branch the schedule never takes.", ""]
+    for tag in sorted({e.tag for e in result.exclusions}):
+        marked = [e for e in result.exclusions if e.tag == tag]
+        lines += [f"**{tag}** ({len(marked)}): {REASONS[tag]}.", ""]
+        lines += [f"- {e.file}:{e.line} ({e.kind}): `{e.source.replace('|', '¦')}`"
+                  for e in marked]
+        lines.append("")
+    return "\n".join(lines).rstrip() + "\n"

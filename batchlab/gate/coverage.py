@@ -9,12 +9,19 @@ read as missed.
 
 Only the matrix counts: the unit tests are not run here, so a branch that only a unit
 test reaches is reported as uncovered (that is the point: the gate is the matrix).
+
+Lines no valid cell can reach are marked in the source, each with a reason from
+``REASONS`` (an unknown reason is an error), and are not counted: ``# not gated: TAG``
+leaves the line (an ``if`` or ``def`` with its block) out, ``# one way: TAG`` leaves out
+the branch of an ``if`` that the schedule always takes one way. Every marked line is
+listed in the report with its reason, so what the figure leaves out is in plain view.
 """
 
 from __future__ import annotations
 
 import json
 import multiprocessing
+import re
 import tempfile
 from collections import Counter
 from dataclasses import dataclass
@@ -26,6 +33,35 @@ DEFAULT_THRESHOLD = 98.0  # percent of branches (issue 14)
 # Cells whose engine run produced a trajectory compared with the reference; any other
 # status means the figure was measured on a broken or unjudged engine.
 SOUND = frozenset({"PASS", "ORACLE-BUG", "UNSUPPORTED"})
+
+NOT_GATED = r"#\s*not gated: "  # coverage.py regexes: the line (and its block) is left out
+ONE_WAY = r"#\s*one way: "  # the line's branch is not counted as partial
+MARKER = re.compile(r"#\s*(not gated|one way): ([a-z][a-z -]*[a-z])")
+REASONS = {
+    "input": "a check of the caller's input: matrix validation refuses such a cell before "
+             "anything runs (tests/unit check the message)",
+    "misuse": "a check of the engine's own call order, which the scheduler keeps "
+              "(tests/unit break the order on purpose)",
+    "refusal": "a model or cache type the engine refuses; no zoo model is one "
+               "(tests/unit feed one)",
+    "protocol": "mlx-lm's cache protocol (trim, size, empty, nbytes, state =, prepare's "
+                "left_padding) that BatchGenerator's callers use and the scheduler never "
+                "calls; tests/unit/test_engine_caches.py drives it against mlx-lm's own caches",
+    "empty merge": "merge of rows that are all empty: the scheduler builds fresh rows with "
+                   "make_batch_caches and merges only when some row has history",
+    "empty extend": "extend where a side lacks its keys or state arrays: the scheduler "
+                    "extends only prefilled batches",
+    "unprepared": "finalize without prepare: the scheduler finalizes exactly what it prepared",
+    "mid-prefill": "a filter between prepare and finalize: a prefill runs within one call, "
+                   "nothing filters inside it",
+    "no arrays": "the batch size of a state with no arrays: it is read after a prefill",
+    "padded prefill": "the scheduler prepares only a prefill in which some row is padded",
+    "prepared": "the scheduler finalizes only a prepared, prefilled cache",
+    "has keys": "a prefilled cache always has keys",
+    "context": "a row's processor context always holds its prompt's fed tokens",
+    "cpu": "the CPU backend drops all-True decode masks; a GPU keeps them (the H200 runs "
+           "take the other way)",
+}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -52,6 +88,21 @@ class Miss:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Exclusion:
+    """A line left out of the count by a marker, with the marker's reason."""
+
+    file: str
+    line: int
+    kind: str  # "not gated" (the line and its block) or "one way" (its branch)
+    tag: str
+    source: str
+
+    @property
+    def reason(self) -> str:
+        return REASONS[self.tag]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class FileCoverage:
     file: str
     num_statements: int
@@ -68,6 +119,8 @@ class EngineCoverage:
     statuses: dict[str, int]
     files: tuple[FileCoverage, ...]
     misses: tuple[Miss, ...]
+    exclusions: tuple[Exclusion, ...] = ()
+    unmarked: tuple[int, int] = (0, 0)  # (covered, all) branches with no line left out
 
     @property
     def num_branches(self) -> int:
@@ -98,7 +151,14 @@ class EngineCoverage:
         return (f"engine branch coverage {self.branch_percent:.2f}% "
                 f"({self.covered_branches}/{self.num_branches} branches; "
                 f"{self.covered_statements}/{self.num_statements} lines) "
-                f"over {self.num_cells} cells")
+                f"over {self.num_cells} cells, {len(self.exclusions)} marked lines left out "
+                f"(with none left out: {self.unmarked_percent:.2f}%, "
+                f"{self.unmarked[0]}/{self.unmarked[1]})")
+
+    @property
+    def unmarked_percent(self) -> float:
+        covered, total = self.unmarked
+        return 100.0 * covered / total if total else 100.0
 
     def as_dict(self) -> dict:
         return {
@@ -108,6 +168,9 @@ class EngineCoverage:
             "statements": self.num_statements, "covered_statements": self.covered_statements,
             "files": [_fields(f) for f in self.files],
             "misses": [_fields(m) | {"where": m.where} for m in self.misses],
+            "exclusions": [_fields(e) | {"reason": e.reason} for e in self.exclusions],
+            "unmarked_branches": list(self.unmarked),
+            "unmarked_branch_percent": round(self.unmarked_percent, 3),
         }
 
 
@@ -133,6 +196,8 @@ def _measure_here(matrix: str, goldens: str, pattern: str | None) -> dict:
 
     cov = coverage.Coverage(branch=True, source=[str(ENGINE_DIR)], data_file=None,
                             config_file=False)
+    cov.exclude(NOT_GATED)
+    cov.exclude(ONE_WAY, which="partial")
     cov.start()
     try:
         from batchlab.matrix.evaluate import Reference, evaluate_cell
@@ -148,7 +213,13 @@ def _measure_here(matrix: str, goldens: str, pattern: str | None) -> dict:
         out = Path(tmp) / "coverage.json"
         cov.json_report(outfile=str(out), show_contexts=False)
         report = json.loads(out.read_text())
-    return {"cells": len(cells), "statuses": dict(statuses), "files": report["files"]}
+        # the same data with no marker honoured: the figure the markers are weighed against
+        cov.clear_exclude()
+        cov.clear_exclude(which="partial")
+        cov.json_report(outfile=str(out), show_contexts=False)
+        plain = json.loads(out.read_text())["totals"]
+    return {"cells": len(cells), "statuses": dict(statuses), "files": report["files"],
+            "unmarked": (plain["covered_branches"], plain["num_branches"])}
 
 
 def _record(raw: dict, matrix: Path, pattern: str | None) -> EngineCoverage:
@@ -158,10 +229,14 @@ def _record(raw: dict, matrix: Path, pattern: str | None) -> EngineCoverage:
         path = Path(name).resolve()
         rel = str(path.relative_to(PROJECT_ROOT)) if path.is_relative_to(PROJECT_ROOT) else name
         summary = data["summary"]
+        # Branches counted from the arc lists, not the summary: coverage.py's summary
+        # counts both arcs of a "one way" (partial-excluded) line as covered, taken or not;
+        # here the way never taken leaves the count instead of inflating it.
+        executed, missing = len(data["executed_branches"]), len(data["missing_branches"])
         files.append(FileCoverage(
             file=rel, num_statements=summary["num_statements"],
-            covered_statements=summary["covered_lines"], num_branches=summary["num_branches"],
-            covered_branches=summary["covered_branches"]))
+            covered_statements=summary["covered_lines"], num_branches=executed + missing,
+            covered_branches=executed))
         text, where = _line_reader(path), _functions(path)
         missing_lines = set(data["missing_lines"])
         misses += [Miss(file=rel, line=n, source=text(n), function=where.get(n, ""))
@@ -171,7 +246,27 @@ def _record(raw: dict, matrix: Path, pattern: str | None) -> EngineCoverage:
                    for a, b in sorted(data["missing_branches"]) if a not in missing_lines]
     misses.sort(key=lambda m: (m.file, m.line, m.target is not None, m.target or 0))
     return EngineCoverage(matrix=str(matrix), pattern=pattern, num_cells=raw["cells"],
-                          statuses=raw["statuses"], files=tuple(files), misses=tuple(misses))
+                          statuses=raw["statuses"], files=tuple(files), misses=tuple(misses),
+                          exclusions=engine_exclusions(),
+                          unmarked=tuple(raw.get("unmarked", (0, 0))))
+
+
+def engine_exclusions() -> tuple[Exclusion, ...]:
+    """Every marked line of the engine. Raises ValueError for a reason not in REASONS."""
+    found = []
+    for path in sorted(ENGINE_DIR.glob("*.py")):
+        rel = str(path.relative_to(PROJECT_ROOT))
+        for n, text in enumerate(path.read_text().splitlines(), 1):
+            marker = MARKER.search(text)
+            if marker is None:
+                continue
+            kind, tag = marker.groups()
+            if tag not in REASONS:
+                raise ValueError(f"{rel}:{n}: unknown coverage reason {tag!r}; use one of "
+                                 f"{', '.join(REASONS)} or add it to REASONS with why")
+            found.append(Exclusion(file=rel, line=n, kind=kind, tag=tag,
+                                   source=text.split("#")[0].strip()))
+    return tuple(found)
 
 
 def _functions(path: Path) -> dict[int, str]:

@@ -15,7 +15,6 @@ from batchlab.engine.batch import Request
 from batchlab.engine.config import ScheduleConfig
 from batchlab.engine.history import History, prefix_history
 from batchlab.engine.paths import Unsupported, resolve_path
-from batchlab.engine.sampler import BatchSampler
 from batchlab.engine.scheduler import Scheduler
 from batchlab.matrix.cell import Cell
 from batchlab.matrix.drive import drive_script
@@ -36,7 +35,6 @@ def run_script(
     because that is what BatchGenerator does with per-row samplers."""
     config = config or cell.schedule
     scheduler = scheduler_class(model, config, sampling=cell.sampling)
-    scheduler.row_sampler = BatchSampler  # set, not passed: every path's constructor takes it
     out = TrajectoryBuilder(dtype, keep_values)
     parked: dict[str, History] = {}
     mx.random.seed(cell.sampling.seed)

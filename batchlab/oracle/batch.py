@@ -13,12 +13,13 @@ import mlx.core as mx
 from mlx import nn
 from mlx_lm.generate import BatchGenerator
 from mlx_lm.models.cache import make_prompt_cache
-from mlx_lm.sample_utils import make_logits_processors, make_sampler
+from mlx_lm.sample_utils import make_sampler
 
 from batchlab.engine.config import ScheduleConfig
 from batchlab.engine.sampler import SamplingParams
 from batchlab.matrix.cell import Cell
 from batchlab.matrix.drive import drive_script
+from batchlab.oracle.processors import mlx_lm_processors
 from batchlab.trajectory import Trajectory, TrajectoryBuilder
 
 ORACLE_NAME = "mlx_lm.generate.BatchGenerator"
@@ -112,7 +113,7 @@ def row_options(rows) -> dict:
         out["samplers"] = [mlx_lm_sampler(r.sampling) if r.sampling else None for r in rows]
     if any(r.processors for r in rows):
         out["logits_processors"] = [
-            make_logits_processors(**r.processors.mlx_lm_kwargs()) if r.processors else None
+            mlx_lm_processors(r.processors) if r.processors else None
             for r in rows]
     return out
 

@@ -19,9 +19,9 @@ from __future__ import annotations
 import mlx.core as mx
 from mlx import nn
 from mlx_lm.models.cache import make_prompt_cache
-from mlx_lm.sample_utils import make_logits_processors
 
 from batchlab.matrix.cell import Cell, Row
+from batchlab.oracle.processors import mlx_lm_processors
 from batchlab.trajectory import Step, make_step
 
 
@@ -47,7 +47,7 @@ def replay_row(model: nn.Module, cell: Cell, row: Row, lengths: list[int]) -> li
     for prompt segment i (the prompt, then the resume ids)."""
     size = cell.schedule.prefill_step_size
     cache = make_prompt_cache(model)
-    processors = (make_logits_processors(**row.processors.mlx_lm_kwargs())
+    processors = (mlx_lm_processors(row.processors)
                   if row.processors else [])
     context: list[int] = []
 

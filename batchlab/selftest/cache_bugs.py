@@ -48,12 +48,10 @@ def mask_hides_first_key() -> list[Patch]:
     (column 0 for an unpadded row) is masked out. kv.py imported the name, so patch both."""
     clean = original(mask, "causal_mask")
 
-    def buggy(N, offset, left_padding=None, window=None, right_padding=None):
-        out = clean(N, offset, None, window, right_padding)
-        if left_padding is not None:
-            lp = mx.array(np.asarray(left_padding), dtype=mx.int32).reshape(-1, 1, 1, 1)
-            out = out & (lp < mx.arange(offset + N)[None])
-        return out
+    def buggy(N, offset, left_padding, window=None):
+        out = clean(N, offset, np.zeros(len(left_padding), np.int64), window)
+        lp = mx.array(np.asarray(left_padding), dtype=mx.int32).reshape(-1, 1, 1, 1)
+        return out & (lp < mx.arange(offset + N)[None])
 
     return [Patch(owner=mask, name="causal_mask", value=buggy),
             Patch(owner=kv, name="causal_mask", value=buggy)]

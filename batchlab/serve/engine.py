@@ -36,9 +36,10 @@ from mlx import nn
 from batchlab.engine.batch import Request
 from batchlab.engine.config import ScheduleConfig
 from batchlab.engine.processors import ProcessorParams
-from batchlab.engine.sampler import RowSampler, SamplingParams
+from batchlab.engine.sampler import SamplingParams
 from batchlab.engine.scheduler import Scheduler, engine_stream
 from batchlab.serve.budget import RowCost, measure_row_cost
+from batchlab.serve.row_sampler import RowSampler
 
 IDLE_WAIT_S = 0.05  # how long an idle engine sleeps before looking at its inbox again
 log = logging.getLogger("batchlab.serve.engine")

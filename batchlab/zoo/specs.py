@@ -170,6 +170,24 @@ _SPECS = [
         block_multiple_of=16, block_ffn_dim_multiplier=1.0, block_auto_adjust_ff_dim=True,
         layer_types=["conv", "full_attention", "conv", "full_attention"], rope_theta=1000000.0,
     ),
+    _spec(
+        "falcon-h1", "falcon_h1", "bfloat16", "Falcon-H1 (parallel Mamba-2 + attention per layer)",
+        notes="every layer's cache is a CacheList(ArraysCache, KVCache): the only family "
+              "whose layers hold two caches",
+        **_ATTN, num_hidden_layers=2, intermediate_size=128, head_dim=16,
+        mamba_d_conv=4, mamba_d_head=16, mamba_d_ssm=64, mamba_d_state=32, mamba_expand=1,
+        mamba_n_groups=1, mamba_n_heads=4, mamba_chunk_size=16, rms_norm_eps=1e-5,
+        rope_theta=100000.0, max_position_embeddings=4096, tie_word_embeddings=False,
+        lm_head_multiplier=1.0,  # the real 0.039 flattens a random head's logits to ties
+    ),
+    _spec(
+        "baichuan-m1", "baichuan_m1", "bfloat16", "Baichuan-M1 (conv + sliding/full attention per layer)",
+        notes="CacheList(ArraysCache, RotatingKVCache) on layer 0 (window 8), "
+              "CacheList(ArraysCache, KVCache) on layer 1",
+        **_ATTN, num_hidden_layers=2, intermediate_size=128, rope_theta=10000.0,
+        sliding_window=8, sliding_window_layers=[0], conv_window=2, rms_norm_eps=1e-6,
+        tie_word_embeddings=False,
+    ),
     # The GPU's fused decode attention (CUDA's sdpa_vector) takes head_dim 64, 96, 128 or
     # 256 only; every model above has 16 or 32, so on a GPU they all run the unfused
     # fallback, masked or not. These two give the GPU gates the real models' kernels.

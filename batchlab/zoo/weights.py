@@ -54,6 +54,8 @@ _NAMED_RANGES = {
     "layer_scalar": (0.9, 1.1),  # gemma4 per-layer output scale
     "scale": (0.9, 1.1),  # gemma4 router pre-norm scale
     "per_expert_scale": (0.9, 1.1),  # gemma4 router per-expert output scale
+    "conv_k": (0.3, 0.7),  # baichuan-m1's 2-tap key / value conv over time: a blend of
+    "conv_v": (0.3, 0.7),  # this token and the previous one
 }
 
 

@@ -6,13 +6,11 @@ multi-token write that straddles the boundary (the partly used tail is cut first
 every key, value, offset and the decode mask are compared with mlx-lm's.
 """
 
-from types import SimpleNamespace
 
 import mlx.core as mx
 import numpy as np
-from mlx_lm.models.cache import BatchKVCache, RotatingKVCache
+from mlx_lm.models.cache import BatchKVCache
 
-from batchlab.engine import layers
 from batchlab.engine.kv import BatchKV
 
 
@@ -51,10 +49,3 @@ def test_keys_grow_in_steps_of_256_like_mlx_lm():
     assert mask.shape == want.shape == (2, 1, 1, 512)
     assert np.array_equal(np.asarray(mask), np.asarray(want))
 
-
-def test_single_caches_with_max_kv_size_are_rings_of_that_size():
-    """BatchGenerator's ``max_kv_size`` for a model without ``make_cache``: one
-    RotatingKVCache of that size per layer, keeping 4 tokens (mlx-lm's make_prompt_cache)."""
-    model = SimpleNamespace(layers=[object(), object(), object()])
-    caches = layers.single_caches(model, max_kv_size=16)
-    assert [(type(c), c.max_size, c.keep) for c in caches] == [(RotatingKVCache, 16, 4)] * 3

@@ -60,7 +60,7 @@ def test_a_branch_from_a_line_that_never_ran_is_listed_once(tmp_path):
     raw = {"cells": 1, "statuses": {"PASS": 1}, "files": {str(source): {
         "summary": {"num_statements": 4, "covered_lines": 2, "num_branches": 2,
                     "covered_branches": 1},
-        "missing_lines": [3], "missing_branches": [[2, 3], [3, -1]]}}}
+        "missing_lines": [3], "missing_branches": [[2, 3]], "executed_branches": [[2, 4]]}}}
     result = _record(raw, tmp_path / "m.toml", None)
     assert [(m.line, m.target, m.source, m.function) for m in result.misses] == [
         (2, 3, "if x:", "f"), (3, None, "return 1", "f")]

@@ -8,7 +8,6 @@ from dataclasses import replace
 import mlx.core as mx
 import numpy as np
 import pytest
-from mlx_lm.sample_utils import make_logits_processors
 
 from batchlab.engine.batch import Request
 from batchlab.engine.history import prefix_history
@@ -17,6 +16,7 @@ from batchlab.engine.scheduler import Scheduler
 from batchlab.matrix.cell import cyclic
 from batchlab.matrix.spec import expand
 from batchlab.oracle.batch import prefix_cache
+from batchlab.oracle.processors import mlx_lm_processors
 from batchlab.oracle.serial import check_against_serial
 from batchlab.trajectory import Trajectory, array_bytes
 from batchlab.zoo import load
@@ -40,7 +40,7 @@ def test_processors_equal_mlx_lm_bit_for_bit(params, dtype):
     ours, theirs = mx.array(logits), mx.array(logits)  # the penalties assign in place
     for p in make_processors(params):
         ours = p(context, ours)
-    for p in make_logits_processors(**params.mlx_lm_kwargs()):
+    for p in mlx_lm_processors(params):
         theirs = p(context, theirs)
     assert ours.dtype == theirs.dtype
     assert array_bytes(ours) == array_bytes(theirs)
@@ -173,7 +173,8 @@ def test_own_key_sampler_draws_make_samplers_distribution():
     figures are the same on every run."""
     from mlx_lm.sample_utils import make_sampler
 
-    from batchlab.engine.sampler import RowSampler, SamplingParams, filtered_logits
+    from batchlab.engine.sampler import SamplingParams, filtered_logits
+    from batchlab.serve.row_sampler import RowSampler
 
     params = SamplingParams(temperature=0.8, top_k=6, top_p=0.95, seed=1)
     logits = mx.array([[2.0, 1.5, 1.4, 0.3, 0.0, -0.5, -1.0, -3.0]])

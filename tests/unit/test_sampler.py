@@ -5,13 +5,14 @@ import pytest
 from mlx_lm import sample_utils
 
 from batchlab.engine.batch import Request
-from batchlab.engine.sampler import BatchSampler, RowSampler, SamplingParams, filtered_logits
+from batchlab.engine.sampler import BatchSampler, SamplingParams, filtered_logits
 from batchlab.engine.scheduler import Scheduler
+from batchlab.serve.row_sampler import RowSampler
 from batchlab.zoo import load
 
 
 def run(requests, model):
-    scheduler = Scheduler(model)
+    scheduler = Scheduler(model, row_sampler=RowSampler)
     scheduler.insert(requests)
     tokens = {r.name: [] for r in requests}
     while scheduler.num_active:
