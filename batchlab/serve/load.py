@@ -5,7 +5,8 @@
         --concurrency 1,4,16,64 --requests 64 --prompt-len 64:16 --output-len 64:16
 
 At each concurrency level C, ``--requests`` streamed completions are sent with at most C
-in flight (closed loop: a finished request makes room for the next). Prompt and output
+in flight (closed loop: a finished request makes room for the next), after ``--warmup``
+unmeasured rounds of C requests. Prompt and output
 lengths are drawn from normal distributions (mean:sd, at least 1) with ``--seed``, the
 same draws for every target. Each request's TTFT is the time to its first streamed
 chunk, its inter-token latencies the gaps between later chunks (one a token on both
@@ -120,6 +121,10 @@ def add_load_parser(sub) -> None:
     p.add_argument("--prompt-len", default="64:16", help="prompt words, mean:sd (64:16)")
     p.add_argument("--output-len", default="64:16", help="max_tokens, mean:sd (64:16)")
     p.add_argument("--seed", type=int, default=0, help="seed of the length draws (0)")
+    p.add_argument("--warmup", type=int, default=1, metavar="K",
+                   help="before each level, K unmeasured rounds of C requests (default 1): "
+                        "a GPU backend compiles kernels for each new batch shape, which "
+                        "would land in the first requests' TTFT; 0 measures cold")
     p.add_argument("--out", type=Path, default=Path("reports/load"), help="output folder")
     p.set_defaults(func=load_command)
 
@@ -136,8 +141,13 @@ def load_command(args, console) -> int:
     prompts = [" ".join(rng.choice(WORDS) for _ in range(n)) for n in lengths]
     outputs = _lengths(args.output_len, args.requests, rng)
     results = []
+    if args.warmup < 0:
+        raise ValueError("--warmup takes K >= 0 rounds")
     for name, url in targets:
         for c in levels:
+            n = min(len(prompts), c) if args.warmup else 0
+            for _ in range(args.warmup):
+                asyncio.run(run_level(name, url, args.model, c, prompts[:n], outputs[:n]))
             results.append(asyncio.run(run_level(name, url, args.model, c, prompts, outputs)))
             console.print(f"{name} C={c}: {results[-1].tokens_per_s} tok/s", highlight=False)
     table = Table(title=f"{args.model}: {args.requests} requests a level")
