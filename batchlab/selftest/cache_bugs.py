@@ -13,7 +13,7 @@ import numpy as np
 from batchlab.engine import kv, mask, ring
 from batchlab.engine.kv import BatchKV, as_rows
 from batchlab.engine.ring import BatchRing
-from batchlab.engine.state import BatchState
+from batchlab.engine.state import BatchList, BatchState
 from batchlab.selftest.inject import Patch, applied, original, wrapped
 
 # -- positions and masks -------------------------------------------------------------
@@ -182,6 +182,18 @@ def ssm_padding_through_state() -> list[Patch]:
         return mask.ssm_mask(N, self.left_padding_host, None)
 
     return [Patch(owner=BatchState, name="make_mask", value=make_mask)]
+
+
+def cache_list_prepares_first_part() -> list[Patch]:
+    """A layer holding several caches (``CacheList``: falcon-h1's Mamba-2 state and
+    attention KV) forwards ``prepare`` to its first part only: the attention part never
+    learns the right padding of a ragged prefill, ``finalize`` rolls nothing, and short
+    rows decode with their pad keys in the middle of their context."""
+
+    def prepare(self, **kwargs):
+        self.caches[0].prepare(**kwargs)
+
+    return [Patch(owner=BatchList, name="prepare", value=prepare)]
 
 
 # -- extend (join) -------------------------------------------------------------------

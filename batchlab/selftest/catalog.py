@@ -87,6 +87,11 @@ CATALOG: tuple[SeededBug, ...] = (
          cache_bugs.ssm_filter_truncates,
          "rule: the SSM batched path came late (seed: hybrid/SSM models routed serial "
          "until 2026-07-02); a state has no sequence axis, filter must gather rows"),
+    _bug("cache-list-prepares-first-part", _over(RAGGED, "falcon-h1", "baichuan-m1"),
+         cache_bugs.cache_list_prepares_first_part,
+         "rule: a container of caches forwards every protocol call to every part "
+         "(mlx-lm's CacheList does); the delegate written for one call and missed for "
+         "another is the classic slip"),
     _bug("ssm-padding-through-state", _over(RAGGED, "qwen3.5", "mamba2", "lfm2"),
          cache_bugs.ssm_padding_through_state,
          "rule: engine state.py: mlx-lm's ArraysCache would run padding through the "
