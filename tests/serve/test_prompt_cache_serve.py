@@ -5,10 +5,14 @@ cache (CPU, models without sliding windows), prefills only the rest, and says so
 
 from __future__ import annotations
 
+import queue
+
 import httpx2
 import pytest
 from serve_live import client, live_server
 
+from batchlab.engine.sampler import GREEDY as SAMPLING_GREEDY
+from batchlab.serve.job import Done, Token
 from batchlab.zoo.chat import chat_prompt
 
 REAL = "smollm2-135m"
@@ -23,9 +27,9 @@ def servers():
         yield cached, fresh
 
 
-def _complete(server, prompt: list[int]) -> dict:
-    r = httpx2.post(server.url + "/v1/completions", json={"prompt": prompt, **GREEDY},
-                    timeout=60)
+def _complete(server, prompt: list[int], **fields) -> dict:
+    r = httpx2.post(server.url + "/v1/completions",
+                    json={"prompt": prompt, **GREEDY, **fields}, timeout=60)
     assert r.status_code == 200, r.text
     return r.json()
 
@@ -65,6 +69,46 @@ def test_a_cached_prefix_gives_the_fresh_servers_tokens_and_logprobs(servers):
     # the fresh server prefilled every token of the same prompts
     assert _stats(fresh)["cached_prompt_tokens"] == _stats(fresh)["prompt_cache_hits"] == 0
     assert 0 < after["prompt_cache_entries"] <= 10 and after["prompt_cache_bytes"] > 0
+
+
+def test_a_hit_with_penalties_sees_the_cached_ids_as_context(servers):
+    cached, fresh = servers
+    penalties = {"repetition_penalty": 1.3, "frequency_penalty": 0.5, "max_tokens": 8}
+    prompt = [40, 41, 40, 42, 40]
+    emitted = _complete(cached, prompt, **penalties)["choices"][0]["token_ids"]
+    longer = [*prompt, *emitted, 43]
+    hit, miss = _complete(cached, longer, **penalties), _complete(fresh, longer, **penalties)
+    assert hit["usage"]["prompt_tokens_details"] == {"cached_tokens": len(prompt) + 8}
+    assert _answer(hit) == _answer(miss)
+
+
+def test_a_stop_string_keeps_the_rows_cache_a_cancel_does_not(servers):
+    cached, fresh = servers
+    prompt = [120, 121, 122, 123]
+    whole = _complete(fresh, prompt, max_tokens=12)["choices"][0]
+    text, ids = whole["text"], whole["token_ids"]
+    stop = next(text[i:i + 2] for i in range(2, len(text) - 1)
+                if text[i:i + 2].isprintable() and text.find(text[i:i + 2]) == i)
+    stopped = _complete(cached, prompt, max_tokens=12, stop=[stop])["choices"][0]
+    assert stopped["finish_reason"] == "stop"
+    # the stop string cancels the row with keep_cache, queued before the next request
+    other = next(t for t in (7, 8) if t != ids[1])  # diverges after the first emitted id
+    follow = _complete(cached, [*prompt, ids[0], other])
+    assert follow["usage"]["prompt_tokens_details"] == {"cached_tokens": len(prompt) + 1}
+
+    events = queue.Queue()  # a cancelled row (a client that left) keeps nothing
+    job = cached.engine.submit({"prompt": [130, 131, 132], "max_tokens": 4000,
+                                "sampling": SAMPLING_GREEDY, "stop_ids": frozenset()},
+                               events.put)
+    first = events.get(timeout=30)
+    assert isinstance(first, Token)
+    cached.engine.cancel(job)
+    while not isinstance(done := events.get(timeout=30), Done):
+        pass
+    assert done.reason == "cancelled"
+    other = next(t for t in (7, 8) if t != first.id)  # kept, it would serve 3 ids
+    assert _complete(cached, [130, 131, 132, other])["usage"]["prompt_tokens_details"] == \
+        {"cached_tokens": 0}
 
 
 def test_metrics_count_hits_and_cached_tokens(servers):
