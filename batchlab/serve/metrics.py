@@ -66,12 +66,12 @@ class ServeMetrics:
         self.crashes.set(s.crashes)
         self.cache_entries.set(s.prompt_cache_entries)
         self.cache_bytes.set(s.prompt_cache_bytes)
-        for counter, total in ((self.cache_hits, s.prompt_cache_hits),
-                               (self.cache_misses, s.prompt_cache_misses),
-                               (self.prompt_tokens, s.prompt_tokens),
-                               (self.cached_prompt_tokens, s.cached_prompt_tokens)):
-            name = counter._name
-            counter.inc(total - self._counted.get(name, 0))
+        for name, counter, total in (
+                ("hits", self.cache_hits, s.prompt_cache_hits),
+                ("misses", self.cache_misses, s.prompt_cache_misses),
+                ("prompt", self.prompt_tokens, s.prompt_tokens),
+                ("cached", self.cached_prompt_tokens, s.cached_prompt_tokens)):
+            counter.inc(total - self._counted.get(name, 0))  # counters take increments
             self._counted[name] = total
         now = time.monotonic()
         then, tokens = self._last

@@ -138,3 +138,15 @@ def test_size_zero_turns_it_off():
         PromptCache(max_entries=-1)
     with pytest.raises(ValueError, match="--prompt-cache-bytes"):
         PromptCache(max_bytes=0)
+
+
+def test_prompt_cache_bytes_take_mlx_lms_sizes():
+    from argparse import ArgumentTypeError
+
+    from batchlab.serve.cli import parse_size
+
+    assert [parse_size(t) for t in ("2e9", "500M", "2GB", "1.5G", "4096")] == \
+        [2_000_000_000, 500_000_000, 2_000_000_000, 1_500_000_000, 4096]
+    for bad in ("two", "5X", "0", "-1M"):
+        with pytest.raises(ArgumentTypeError):
+            parse_size(bad)
