@@ -26,3 +26,6 @@ DEFAULT_GOLDENS = PROJECT_ROOT / "goldens"
 
 # seconds running rows get to finish when the server is asked to stop (batchlab serve)
 DEFAULT_GRACE_S = 30.0
+
+# finished requests' caches the server keeps for reuse (mlx_lm.server's --prompt-cache-size)
+DEFAULT_PROMPT_CACHE_SIZE = 10

@@ -60,6 +60,7 @@ class Emission:
     finished: bool
     step_logprobs: mx.array
     row: int
+    history: History | None = None  # a finished row's caches, if the scheduler keeps them
 
     @property
     def logprobs(self) -> mx.array:
@@ -70,6 +71,9 @@ class Scheduler:
     """The l1 path. Subclasses (other paths) may swap the full-attention cache class."""
 
     kv_class: type = BatchKV
+    # serving's prompt cache: a row that finishes hands back its caches on its Emission
+    # (extracted before the filter drops it, as BatchGenerator's Response.prompt_cache)
+    keep_finished_histories: bool = False
 
     def __init__(self, model: nn.Module, config: ScheduleConfig = MLX_LM_DEFAULTS,
                  sampling: SamplingParams = GREEDY, row_sampler: type = BatchSampler):
@@ -179,10 +183,14 @@ class Scheduler:
             seq.num_emitted += 1
             seq.emitted.append(tokens[i])
             finished = seq.num_emitted >= seq.request.max_tokens
-            emitted.append(Emission(name=seq.name, token=tokens[i], finished=finished,
-                                    step_logprobs=fed_logprobs, row=i))
+            emission = Emission(name=seq.name, token=tokens[i], finished=finished,
+                                step_logprobs=fed_logprobs, row=i)
+            emitted.append(emission)
             if not finished:
                 keep.append(i)
+            elif self.keep_finished_histories:
+                emission.history = History(caches=layers.extract_layers(batch.caches, i),
+                                           tokens=seq.cache_tokens())
         if len(keep) < len(batch):
             batch.filter(keep)
         return emitted

@@ -2,13 +2,16 @@
 
     batchlab serve --model llama [--path l1] [--port 8000] [--decode-concurrency 32] \
         [--prompt-concurrency 8] [--prefill-step-size 2048] [--max-tokens 512] \
-        [--kv-budget 2e9] [--api-key KEY] [--grace 30]
+        [--kv-budget 2e9] [--prompt-cache-size 10] [--prompt-cache-bytes 2GB] \
+        [--api-key KEY] [--grace 30]
 
 The flags follow mlx_lm.server's. Requests are batched continuously by the path's
 scheduler (``l1`` serves the bit-exact schedule); at most ``--decode-concurrency`` rows
 are in it at once. ``--max-tokens`` is both the default and the cap of a request's
 ``max_tokens``. ``--kv-budget`` caps the projected KV bytes of the admitted rows; a
-request that could never fit gets a 400. SIGTERM / Ctrl-C: running rows get ``--grace``
+request that could never fit gets a 400. ``--prompt-cache-size`` finished requests' caches
+are kept (LRU, within ``--prompt-cache-bytes``) for later prompts that start with the same
+tokens; they prefill only the rest. SIGTERM / Ctrl-C: running rows get ``--grace``
 seconds to finish. Routes and fields: docs/serving.md.
 """
 
@@ -20,7 +23,7 @@ import logging
 import os
 import sys
 
-from batchlab.defaults import DEFAULT_GRACE_S
+from batchlab.defaults import DEFAULT_GRACE_S, DEFAULT_PROMPT_CACHE_SIZE
 
 
 def add_serve_parser(sub) -> None:
@@ -41,6 +44,12 @@ def add_serve_parser(sub) -> None:
                    help="default and cap of a request's max_tokens (default 512)")
     p.add_argument("--kv-budget", type=float, default=None,
                    help="bytes of KV cache the admitted rows may project to (e.g. 2e9)")
+    p.add_argument("--prompt-cache-size", type=int, default=DEFAULT_PROMPT_CACHE_SIZE,
+                   help="finished requests' caches kept for reuse by prompts that start "
+                   f"with their tokens (default {DEFAULT_PROMPT_CACHE_SIZE}; 0 = off)")
+    p.add_argument("--prompt-cache-bytes", type=parse_size, default=None,
+                   help="cap on the prompt cache's bytes, apart from --kv-budget "
+                   "(e.g. 2e9, 500M, 2GB; default: no cap)")
     p.add_argument("--api-key", default=os.environ.get("BATCHLAB_API_KEY"),
                    help="require Authorization: Bearer KEY (default: $BATCHLAB_API_KEY)")
     p.add_argument("--grace", type=float, default=DEFAULT_GRACE_S,
@@ -48,6 +57,23 @@ def add_serve_parser(sub) -> None:
     p.add_argument("--access-log", action="store_true",
                    help="log one JSON line per request on stderr")
     p.set_defaults(func=serve_command)
+
+
+def parse_size(text: str) -> int:
+    """Bytes from ``2e9``, ``500M``, ``2GB`` (mlx_lm.server's M / G / MB / GB, powers of
+    ten)."""
+    units = {"": 1, "K": 10**3, "KB": 10**3, "M": 10**6, "MB": 10**6, "G": 10**9,
+             "GB": 10**9, "T": 10**12, "TB": 10**12}
+    number = text.strip().upper().rstrip("KMGTB")
+    unit = text.strip().upper()[len(number):]
+    try:
+        size = float(number) * units[unit]
+    except (ValueError, KeyError):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a size: give bytes, e.g. 2e9, 500M or 2GB") from None
+    if size <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: the size must be positive")
+    return int(size)
 
 
 def serve_command(args, console) -> int:
@@ -60,7 +86,9 @@ def serve_command(args, console) -> int:
     server = start_server(args.model, path=args.path, host=args.host, port=args.port,
                           max_batch=args.max_batch, prompt_concurrency=args.prompt_concurrency,
                           prefill_step_size=args.prefill_step_size, kv_budget=kv_budget,
-                          max_tokens=args.max_tokens, api_key=args.api_key, grace_s=args.grace)
+                          max_tokens=args.max_tokens, api_key=args.api_key, grace_s=args.grace,
+                          prompt_cache_size=args.prompt_cache_size,
+                          prompt_cache_bytes=args.prompt_cache_bytes)
     cost = server.engine.row_cost
     console.print(f"serving [bold]{server.model_name}[/] on the {args.path} path at "
                   f"{server.url} (decode concurrency {args.max_batch}, KV {cost.per_token} "

@@ -18,8 +18,8 @@ import uuid
 from dataclasses import dataclass, field
 
 from batchlab.engine.sampler import SamplingParams
-from batchlab.serve.engine import Done, EngineUnavailable, Job, Token
 from batchlab.serve.errors import APIError, error_body
+from batchlab.serve.job import Done, EngineUnavailable, Job, Token
 from batchlab.serve.schema import SEED_LIMIT, ChatRequest, Common, CompletionRequest
 from batchlab.serve.text import ChoiceText
 
@@ -119,8 +119,8 @@ class Generation:
                     choice.logprobs.append(event)
                 text = choice.text.add(event.id)
                 if choice.text.stopped_by_string:
-                    choice.finish = "stop"
-                    self.state.engine.cancel(choice.job)
+                    choice.finish = "stop"  # a finish, not the client leaving: keep the cache
+                    self.state.engine.cancel(choice.job, keep_cache=True)
                 yield choice, text, [event.id], [event] if event.logprob is not None else []
                 continue
             assert isinstance(event, Done)
@@ -143,7 +143,16 @@ class Generation:
         completion = sum(len(c.ids) for c in self.choices)
         prompt = self.prompt_tokens
         return {"prompt_tokens": prompt, "completion_tokens": completion,
-                "total_tokens": prompt + completion}
+                "total_tokens": prompt + completion,
+                "prompt_tokens_details": {"cached_tokens": self.cached_tokens()}}
+
+    def cached_tokens(self) -> int:
+        """Prompt tokens served from the prompt cache (OpenAI's and mlx-lm's
+        ``usage.prompt_tokens_details.cached_tokens``): per prompt, the most any of its
+        choices reused (``prompt_tokens`` counts each prompt once, whatever ``n``)."""
+        n = self.req.n
+        return sum(max(c.job.cached_tokens if c.job else 0 for c in self.choices[i:i + n])
+                   for i in range(0, len(self.choices), n))
 
     def logprobs_json(self, tokens: list[Token]) -> dict | None:
         if self.chat:

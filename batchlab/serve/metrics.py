@@ -34,6 +34,20 @@ class ServeMetrics:
                                   "tokens generated per second since the last scrape",
                                   registry=r)
         self.crashes = Gauge("batchlab_engine_crashes", "engine steps that failed", registry=r)
+        self.cache_entries = Gauge("batchlab_prompt_cache_entries",
+                                   "finished requests' caches kept for reuse", registry=r)
+        self.cache_bytes = Gauge("batchlab_prompt_cache_bytes",
+                                 "bytes the prompt cache holds (apart from the batch's KV)",
+                                 registry=r)
+        self.cache_hits = Counter("batchlab_prompt_cache_hits",
+                                  "requests that joined with a cached prefix", registry=r)
+        self.cache_misses = Counter("batchlab_prompt_cache_misses",
+                                    "requests that found no cached prefix", registry=r)
+        self.prompt_tokens = Counter("batchlab_prompt_tokens", "prompt tokens admitted",
+                                     registry=r)
+        self.cached_prompt_tokens = Counter("batchlab_cached_prompt_tokens",
+                                            "prompt tokens a cache hit did not prefill",
+                                            registry=r)
         self.ttft = Histogram("batchlab_time_to_first_token_seconds",
                               "request start to its first token", buckets=LATENCY_BUCKETS,
                               registry=r)
@@ -41,6 +55,7 @@ class ServeMetrics:
                              "gap between a choice's tokens", buckets=LATENCY_BUCKETS,
                              registry=r)
         self._last = (time.monotonic(), 0)
+        self._counted: dict[str, int] = {}  # each counter's engine total at the last scrape
 
     def render(self, engine) -> tuple[bytes, str]:
         s = engine.stats()
@@ -49,6 +64,15 @@ class ServeMetrics:
         self.waiting.set(s.waiting)
         self.kv_bytes.set(s.projected_kv_bytes)
         self.crashes.set(s.crashes)
+        self.cache_entries.set(s.prompt_cache_entries)
+        self.cache_bytes.set(s.prompt_cache_bytes)
+        for name, counter, total in (
+                ("hits", self.cache_hits, s.prompt_cache_hits),
+                ("misses", self.cache_misses, s.prompt_cache_misses),
+                ("prompt", self.prompt_tokens, s.prompt_tokens),
+                ("cached", self.cached_prompt_tokens, s.cached_prompt_tokens)):
+            counter.inc(total - self._counted.get(name, 0))  # counters take increments
+            self._counted[name] = total
         now = time.monotonic()
         then, tokens = self._last
         self.tokens.inc(s.tokens_generated - tokens)
