@@ -19,8 +19,8 @@ from batchlab.engine.sampler import GREEDY, SamplingParams
 
 # park: remove keeping the row's caches (``remove(uids, return_prompt_caches=True)``);
 # resume: insert it again with those caches and its ``resume`` ids as the new prompt.
-Action = Literal["insert", "remove", "park", "resume"]
-ACTIONS = ("insert", "remove", "park", "resume")
+Action = Literal["insert", "remove", "park", "resume", "continue"]
+ACTIONS = ("insert", "remove", "park", "resume", "continue")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -200,12 +200,15 @@ def validate_events(rows: tuple[Row, ...], events: tuple[Event, ...], where: str
     """Every row is inserted once, before it is removed, and removed while alive. A row is
     parked while alive and at a step before it can have finished (fewer steps since its
     insert than its ``max_tokens``: otherwise there may be no cache to keep), and resumed,
-    once, at a later step, with ``resume`` ids."""
+    once, at a later step, with ``resume`` ids. ``continue`` inserts a row again after it
+    finished, with the caches it finished with (BatchGenerator's ``Response.prompt_cache``)
+    and its ``resume`` ids: a chat's next turn; it must come after the row's last token."""
     names = {r.name: r for r in rows}
     inserted: dict[str, int] = {}
     state: dict[str, str] = {}  # alive, parked, resumed (alive again), gone
     resumed: set[str] = set()
-    for event in sorted(events, key=lambda e: (e.step, e.action not in ("insert", "resume"))):
+    for event in sorted(events, key=lambda e: (e.step, e.action not in
+                                                ("insert", "resume", "continue"))):
         for name in event.rows:
             if name not in names:
                 raise ValueError(f"{where}: event '{event}' names unknown row {name!r}")
@@ -221,6 +224,21 @@ def validate_events(rows: tuple[Row, ...], events: tuple[Event, ...], where: str
                                      "but was not parked before; park it at an earlier step")
                 if not names[name].resume:
                     raise ValueError(f"{where}: row {name!r} is resumed but has no 'resume' "
+                                     "ids; give its prompt a resume = [...] or length")
+                inserted[name], state[name] = event.step, "resumed"
+                resumed.add(name)
+            elif event.action == "continue":
+                if have != "alive":
+                    raise ValueError(f"{where}: row {name!r} is continued at step {event.step} "
+                                     "but is not a running row then; continue a row once, "
+                                     "after it was inserted")
+                if event.step - inserted[name] <= names[name].max_tokens + 1:
+                    raise ValueError(
+                        f"{where}: row {name!r} is continued at step {event.step}, before it "
+                        f"surely finished its {names[name].max_tokens} tokens; continue it "
+                        f"at step {inserted[name] + names[name].max_tokens + 2} or later")
+                if not names[name].resume:
+                    raise ValueError(f"{where}: row {name!r} is continued but has no 'resume' "
                                      "ids; give its prompt a resume = [...] or length")
                 inserted[name], state[name] = event.step, "resumed"
                 resumed.add(name)
@@ -250,7 +268,7 @@ def validate_events(rows: tuple[Row, ...], events: tuple[Event, ...], where: str
     unresumed = [r.name for r in rows if r.resume and r.name not in resumed]
     if unresumed:
         raise ValueError(f"{where}: rows {unresumed} have 'resume' ids but are never parked "
-                         "and resumed; drop the ids or add the events")
+                         "and resumed or continued; drop the ids or add the events")
 
 
 def parse_event(text: str, where: str) -> Event:

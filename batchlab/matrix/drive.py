@@ -3,7 +3,8 @@
 A step's events (inserts, removes, parks, resumes) are applied just before the step, in
 the order the script lists them; the loop ends once the last event has passed and no row
 is active. ``park`` removes rows keeping their caches; ``resume`` inserts them again with
-those caches and their ``resume`` ids (the callbacks keep the caches between the two).
+those caches and their ``resume`` ids (the callbacks keep the caches between the two);
+``continue`` inserts a finished row again with the caches it finished with.
 """
 
 from __future__ import annotations
@@ -25,8 +26,10 @@ def drive_script(
     active: Callable[[], bool],
     park: Callable[[list[Row]], None] | None = None,
     resume: Callable[[list[Row]], None] | None = None,
+    continue_: Callable[[list[Row]], None] | None = None,
 ) -> None:
-    actions = {"insert": insert, "remove": remove, "park": park, "resume": resume}
+    actions = {"insert": insert, "remove": remove, "park": park, "resume": resume,
+               "continue": continue_}
     events_at = defaultdict(list)
     for event in cell.events:
         events_at[event.step].append(event)

@@ -37,6 +37,8 @@ def run_script(
     scheduler = scheduler_class(model, config, sampling=cell.sampling)
     out = TrajectoryBuilder(dtype, keep_values)
     parked: dict[str, History] = {}
+    finished: dict[str, History] = {}  # the caches a row finished with, for 'continue'
+    scheduler.keep_finished_histories = any(e.action == "continue" for e in cell.events)
     mx.random.seed(cell.sampling.seed)
 
     def request(row, prompt, history):
@@ -56,12 +58,21 @@ def run_script(
     def resume(rows):
         scheduler.insert([request(r, r.resume, parked.pop(r.name)) for r in rows])
 
+    def continue_(rows):
+        missing = [r.name for r in rows if r.name not in finished]
+        if missing:
+            raise RuntimeError(f"{cell.id}: rows {missing} are continued before they finished")
+        scheduler.insert([request(r, r.resume, finished.pop(r.name)) for r in rows])
+
     def step(n):
         for emission in scheduler.step():
             out.add(emission.name, n, emission.token, emission.logprobs)
+            if emission.history is not None:
+                finished[emission.name] = emission.history
 
     drive_script(cell, insert=insert, remove=lambda rows: scheduler.remove([r.name for r in rows]),
-                 step=step, active=lambda: scheduler.num_active > 0, park=park, resume=resume)
+                 step=step, active=lambda: scheduler.num_active > 0, park=park, resume=resume,
+                 continue_=continue_)
     return out.build()
 
 

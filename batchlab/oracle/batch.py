@@ -56,6 +56,7 @@ def _drive(cell: Cell, generator: BatchGenerator, out: TrajectoryBuilder) -> Tra
     name_of: dict[int, str] = {}
     alive: set[str] = set()
     parked: dict[str, tuple[list, list[int]]] = {}  # name -> (caches, the ids they hold)
+    finished: dict[str, tuple[list, list[int]]] = {}  # the caches a row finished with
     model, step_size = generator.model, generator.prefill_step_size
 
     def add(rows, prompts, caches, all_tokens):
@@ -91,6 +92,13 @@ def _drive(cell: Cell, generator: BatchGenerator, out: TrajectoryBuilder) -> Tra
         held = [parked.pop(r.name) for r in rows]
         add(rows, [list(r.resume) for r in rows], [c for c, _ in held], [t for _, t in held])
 
+    def continue_(rows):
+        missing = [r.name for r in rows if r.name not in finished]
+        if missing:
+            raise RuntimeError(f"{cell.id}: rows {missing} are continued before they finished")
+        held = [finished.pop(r.name) for r in rows]
+        add(rows, [list(r.resume) for r in rows], [c for c, _ in held], [t for _, t in held])
+
     def step(n):
         _, responses = generator.next()
         for response in responses:
@@ -98,9 +106,10 @@ def _drive(cell: Cell, generator: BatchGenerator, out: TrajectoryBuilder) -> Tra
             out.add(name, n, response.token, response.logprobs)
             if response.finish_reason is not None:
                 alive.discard(name)
+                finished[name] = (response.prompt_cache, list(response.all_tokens))
 
     drive_script(cell, insert=insert, remove=remove, step=step, active=lambda: bool(alive),
-                 park=park, resume=resume)
+                 park=park, resume=resume, continue_=continue_)
     return out.build()
 
 

@@ -34,8 +34,10 @@ def row_is_greedy(cell: Cell, row: Row) -> bool:
 
 
 def segment_lengths(cell: Cell, row: Row, steps: tuple[Step, ...]) -> list[int]:
-    """How many tokens the batch emitted for the row before its park, and after."""
-    park = [e.step for e in cell.events if e.action == "park" and row.name in e.rows]
+    """How many tokens the batch emitted for the row before its park (or its continue),
+    and after."""
+    park = [e.step for e in cell.events
+            if e.action in ("park", "continue") and row.name in e.rows]
     if not park:
         return [len(steps)]
     before = sum(1 for s in steps if s.step < park[0])
@@ -76,6 +78,7 @@ def replay_row(model: nn.Module, cell: Cell, row: Row, lengths: list[int]) -> li
             fed = mx.argmax(logprobs, axis=-1).item()
             out.append(make_step(len(out), fed, logprobs[0], keep_values=False))
         if i + 1 < len(segments):  # the batch fed its last emitted token before the park
+            # (and before a finish: BatchGenerator's finished caches hold it too)
             model(mx.array([[fed]]), cache=cache)
             context.append(fed)
     return out

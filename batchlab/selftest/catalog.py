@@ -200,6 +200,13 @@ CATALOG: tuple[SeededBug, ...] = (
          history_bugs.processor_reads_neighbour_token,
          "rule: each row's processors see that row's own TokenBuffer context "
          "(BatchGenerator's GenerationBatch._step, one context per row)"),
+    _bug("finished-row-keeps-neighbours-cache",
+         "l1/llama/B4/explicit/finish-continue/*,l1/qwen3.5/B4/explicit/finish-continue/*,"
+         "l1/falcon-h1/B4/explicit/finish-continue/*",
+         history_bugs.finished_row_keeps_neighbours_cache,
+         "rule: BatchGenerator extracts a finished row's caches (Response.prompt_cache) "
+         "before the filter drops it; extracting after, or at a shifted index, hands the "
+         "next turn its neighbour's context"),
     _bug("history-parked-offset",
          "l1/llama/B2/ragged/park-resume/ctx-wrap,l1/llama/B3/ragged/history/ctx-wrap",
          history_bugs.parked_offset_not_restored,

@@ -121,3 +121,18 @@ def xtc_coin_per_row() -> list[Patch]:
         return mx.where(coins > xtc_probability, logits, mx.where(mask, -mx.inf, logits))
 
     return [Patch(owner=sampler, name="_xtc", value=xtc)]
+
+
+def finished_row_keeps_neighbours_cache() -> list[Patch]:
+    """A finished row's caches are extracted at the NEXT row's position (as if the batch
+    had already dropped the finished row): the continued turn attends over its
+    neighbour's keys and state."""
+    clean = original(layers, "extract_layers")
+
+    def extract_layers(caches, idx):
+        leaf = next(layers.leaves(caches))
+        rows = leaf.batch_size if hasattr(leaf, "batch_size") else len(leaf.offset_host)
+        return clean(caches, idx + 1 if idx + 1 < rows else idx - 1 if idx else idx)
+
+    return [Patch(owner=layers, name="extract_layers", value=extract_layers)]
+
