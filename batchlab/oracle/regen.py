@@ -32,6 +32,9 @@ def make_golden(cell: Cell, keep_values: bool = False) -> Golden:
     """Run the oracle (batch mode, then the serial self-check) for one scenario.
     ``keep_values`` keeps full logprob vectors in memory (for KL gates; never written)."""
     loaded = load(cell.model)
+    scheme = _kv_scheme(cell)
+    if scheme is not None:
+        return _quantized_golden(cell, loaded, scheme, keep_values)
     any_greedy = any((r.sampling or cell.sampling).greedy for r in cell.rows)
     skip = serial_check_reason(loaded.model, backend_key(), any_greedy)
     try:
@@ -48,6 +51,31 @@ def make_golden(cell: Cell, keep_values: bool = False) -> Golden:
         dtype=loaded.dtype,
         serial_check=serial_check,
         oracle_bug=bug.as_dict() if bug else None,
+        trajectory=trajectory,
+    )
+
+
+def _kv_scheme(cell: Cell):
+    from batchlab.engine.paths import PATHS
+
+    path = PATHS.get(cell.path)
+    return None if path is None else path.kv_scheme
+
+
+def _quantized_golden(cell: Cell, loaded, scheme, keep_values: bool) -> Golden:
+    """A quantized-KV cell: each row alone through mlx-lm's QuantizedKVCache
+    (``oracle/quantized_serial.py``); that serial run is the reference itself."""
+    from batchlab.oracle.quantized_serial import QUANTIZED_ORACLE_NAME, run_quantized_oracle
+
+    plan = scheme.plan(loaded.model)
+    trajectory = run_quantized_oracle(cell, loaded.model, loaded.dtype, plan,
+                                      keep_values=keep_values)
+    return Golden(
+        stamp=expected_stamp(cell, model_fingerprint(cell.model)),
+        oracle=QUANTIZED_ORACLE_NAME,
+        dtype=loaded.dtype,
+        serial_check="skipped: the reference is the serial quantized run itself",
+        oracle_bug=None,
         trajectory=trajectory,
     )
 
