@@ -65,6 +65,16 @@ class KVQuant:
         return self.bits / 8 + 2 * dtype_size / self.group_size
 
 
+def dtype_name(dtype: mx.Dtype) -> str:
+    """``bfloat16`` for mx.bfloat16: a name, since mx.Dtype cannot be deep-copied (the
+    scheduler copies prompt caches when it splits a batch)."""
+    return str(dtype).rsplit(".", 1)[-1]
+
+
+def dims_of(keys: mx.array, values: mx.array) -> tuple[int, int, str]:
+    return keys.shape[3], values.shape[3], dtype_name(keys.dtype)
+
+
 def pack(x: mx.array, q: KVQuant) -> mx.array:
     """``x`` (..., D) quantized and packed into one uint32 array (..., words)."""
     w, scales, biases = mx.quantize(x, group_size=q.group_size, bits=q.bits)
@@ -87,7 +97,7 @@ class QuantizedMode:
 
     quant: KVQuant
     quantized: bool
-    _dims: tuple[int, int, mx.Dtype] | None  # (key dim, value dim, dtype) once known
+    _dims: tuple[int, int, str] | None  # (key dim, value dim, dtype name) once known
 
     def _init_quant(self, quant: KVQuant) -> None:
         self.quant = quant
@@ -116,7 +126,7 @@ class QuantizedMode:
         if self.quantized:
             return
         if self.keys is not None:
-            self._dims = (self.keys.shape[3], self.values.shape[3], self.keys.dtype)
+            self._dims = dims_of(self.keys, self.values)
             self.keys, self.values = pack(self.keys, self.quant), pack(self.values, self.quant)
         self.quantized = True
 
@@ -127,7 +137,7 @@ class QuantizedMode:
         if not self.quantized:
             return write(keys, values)
         if self._dims is None:
-            self._dims = (keys.shape[3], values.shape[3], keys.dtype)
+            self._dims = dims_of(keys, values)
         k, v = write(pack(keys, self.quant), pack(values, self.quant))
         # the parent returns keys_and_values() (unpacked below) or, in a ring's
         # prefill, its packed arrays as they are
@@ -135,6 +145,7 @@ class QuantizedMode:
 
     def unpacked(self, k: mx.array, v: mx.array):
         dk, dv, dtype = self._dims
+        dtype = getattr(mx, dtype)
         return unpack(k, self.quant, dk, dtype), unpack(v, self.quant, dv, dtype)
 
     def _align_format(self, other) -> None:
@@ -198,11 +209,11 @@ class BatchQuantizedKV(QuantizedMode, BatchKV):
         return cache
 
 
-def _row_dims(c, quant: KVQuant) -> tuple[int, int, mx.Dtype]:
+def _row_dims(c, quant: KVQuant) -> tuple[int, int, str]:
     if isinstance(c.keys, tuple):
         return (c.keys[0].shape[3] * 32 // quant.bits, c.values[0].shape[3] * 32 // quant.bits,
-                c.keys[1].dtype)
-    return c.keys.shape[3], c.values.shape[3], c.keys.dtype
+                dtype_name(c.keys[1].dtype))
+    return dims_of(c.keys, c.values)
 
 
 def _packed_row(c, quant: KVQuant) -> tuple[mx.array, mx.array] | None:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import mlx.core as mx
 
-from batchlab.engine.quantized_kv import KVQuant, QuantizedMode, pack
+from batchlab.engine.quantized_kv import KVQuant, QuantizedMode, dims_of, pack
 from batchlab.engine.ring import BatchRing
 from batchlab.engine.single import ring_temporal
 
@@ -32,7 +32,7 @@ class QuantizedRingRow:
     values: mx.array | None
     offset: int
     quant: KVQuant
-    dims: tuple[int, int, mx.Dtype] | None
+    dims: tuple[int, int, str] | None
 
     def size(self) -> int:
         return 0 if self.keys is None else min(self.keys.shape[2], self.max_size)
@@ -86,10 +86,10 @@ class BatchQuantizedRing(QuantizedMode, BatchRing):
         return cache
 
 
-def _dims_of(r) -> tuple[int, int, mx.Dtype]:
+def _dims_of(r) -> tuple[int, int, str]:
     if isinstance(r, QuantizedRingRow):
         return r.dims
-    return r.keys.shape[3], r.values.shape[3], r.keys.dtype
+    return dims_of(r.keys, r.values)
 
 
 def _temporal_packed(r, quant: KVQuant):

@@ -62,6 +62,19 @@ def _kv_scheme(cell: Cell):
     return None if path is None else path.kv_scheme
 
 
+SIDECAR_MAX_VOCAB = 4096  # a real vocabulary (49152) makes ~3.5 MB of logprobs per cell
+
+
+def _kl_gated(cell: Cell) -> bool:
+    """A quantized-KV golden keeps its logprobs (a sidecar) for its KL gate, since which
+    rows are quantized before their start depends on the schedule (a row joining beside
+    prefilled rows, a row admitted while others still prefill; sliding-window layers).
+    Not for large vocabularies: those cells must be bit-exact (FAIL otherwise)."""
+    if _kv_scheme(cell) is None:
+        return False
+    return load(cell.model).model.args.vocab_size <= SIDECAR_MAX_VOCAB
+
+
 def _quantized_golden(cell: Cell, loaded, scheme, keep_values: bool) -> Golden:
     """A quantized-KV cell: each row alone through mlx-lm's QuantizedKVCache
     (``oracle/quantized_serial.py``); that serial run is the reference itself."""
@@ -83,7 +96,7 @@ def _quantized_golden(cell: Cell, loaded, scheme, keep_values: bool) -> Golden:
 def regen_cell(cell: Cell, root: Path) -> RegenOutcome:
     path = golden_path(root, backend_key(), cell.golden_stem)
     try:
-        golden = make_golden(cell)
+        golden = make_golden(cell, keep_values=_kl_gated(cell))
     except Exception:  # noqa: BLE001 - report and go on with the other scenarios
         return RegenOutcome(scenario_id=cell.scenario_id, path=path, serial_check="",
                             error=traceback.format_exc())

@@ -46,6 +46,7 @@ PINNED = {
     "lfm2": ("lfm2-62c07efd861a", "cd0d40f6bce95f29"),
     "llama-hd64": ("llama-hd64-248967af45c8", "8787d13c0da47e20"),
     "qwen3-hd128": ("qwen3-hd128-4c19c5439911", "d33caac049c2c77d"),
+    "gemma3-hd64": ("gemma3-hd64-04d367a10957", "e91ce8cbe1592d8d"),
     "gemma2-gqa": ("gemma2-gqa-73d798a176c2", "cdcd680f3e37fa59"),
 }
 
@@ -69,6 +70,7 @@ GOLDEN_STAMPS = {
     "lfm2": "cd0d40f6bce95f29+cfga6ec3602",
     "llama-hd64": "8787d13c0da47e20+cfg48e16771",
     "qwen3-hd128": "d33caac049c2c77d+cfga7143209",
+    "gemma3-hd64": "e91ce8cbe1592d8d+cfg50371ad8",
     "gemma2-gqa": "cdcd680f3e37fa59+cfg06baf760",
 }
 
@@ -88,6 +90,7 @@ LAYER_KINDS = {
     "lfm2": "ssm×2 full×2",
     "llama-hd64": "full×2",
     "qwen3-hd128": "full×2",
+    "gemma3-hd64": "sliding8×2 full×2",
     "gemma2-gqa": "full×2",
 }
 
