@@ -66,13 +66,19 @@ SIDECAR_MAX_VOCAB = 4096  # a real vocabulary (49152) makes ~3.5 MB of logprobs 
 
 
 def _kl_gated(cell: Cell) -> bool:
-    """A quantized-KV golden keeps its logprobs (a sidecar) for its KL gate, since which
-    rows are quantized before their start depends on the schedule (a row joining beside
-    prefilled rows, a row admitted while others still prefill; sliding-window layers).
-    Not for large vocabularies: those cells must be bit-exact (FAIL otherwise)."""
-    if _kv_scheme(cell) is None:
+    """A quantized-KV cell that cannot be bit-exact keeps its logprobs (a sidecar) for
+    its KL gate: a model with sliding-window layers (mlx-lm's serial rings stay in the
+    model dtype), or a start offset (the rows of a batch switch together). Every other
+    quantized cell is gated bit-exact (no sidecar: a difference is a FAIL), except in
+    ``--live`` runs, which keep the logprobs of every lab path."""
+    scheme = _kv_scheme(cell)
+    if scheme is None:
         return False
-    return load(cell.model).model.args.vocab_size <= SIDECAR_MAX_VOCAB
+    from batchlab.oracle.quantized_serial import has_rings
+
+    model = load(cell.model).model
+    return (model.args.vocab_size <= SIDECAR_MAX_VOCAB
+            and (scheme.start > 0 or has_rings(model)))
 
 
 def _quantized_golden(cell: Cell, loaded, scheme, keep_values: bool) -> Golden:
