@@ -7,6 +7,7 @@
               against mlx-lm's serial QuantizedKVCache row by row: bit-exact or KL
     kvmix     4-bit KV, 8-bit in the most KL-sensitive quarter of the layers; as kv8
     kv8-g32 kv4-g32 kv8-s8 kv4-s8   group 32, or a quantized-KV start of 8
+    kv4h      4-bit KV, Hadamard-rotated keys served dequantized; no oracle: lab kl only
 
 A new path is one entry in ``PATHS``: its scheduler, its gate and what it refuses. The
 matrix runner, the server and the bench all resolve names here (``resolve_path``), and
@@ -67,6 +68,7 @@ PATHS = {
     "kv4-g32": _kv_path("kv4-g32", KVScheme(bits=4, group_size=32), KV4_KL_GATE),
     "kv8-s8": _kv_path("kv8-s8", KVScheme(bits=8, start=8), KV8_KL_GATE),
     "kv4-s8": _kv_path("kv4-s8", KVScheme(bits=4, start=8), KV4_KL_GATE),
+    "kv4h": _kv_path("kv4h", KVScheme(bits=4, rotated=True), KV4_KL_GATE),
 }
 
 

@@ -127,7 +127,7 @@ class QuantizedMode:
             return
         if self.keys is not None:
             self._dims = dims_of(self.keys, self.values)
-            self.keys, self.values = pack(self.keys, self.quant), pack(self.values, self.quant)
+            self.keys, self.values = self._pack_keys(self.keys), pack(self.values, self.quant)
         self.quantized = True
 
     def _quantized_write(self, write, keys: mx.array, values: mx.array):
@@ -138,10 +138,15 @@ class QuantizedMode:
             return write(keys, values)
         if self._dims is None:
             self._dims = dims_of(keys, values)
-        k, v = write(pack(keys, self.quant), pack(values, self.quant))
-        # the parent returns keys_and_values() (unpacked below) or, in a ring's
-        # prefill, its packed arrays as they are
-        return (k, v) if isinstance(k, tuple) else self.unpacked(k, v)
+        k, v = write(self._pack_keys(keys), pack(values, self.quant))
+        # the parent returns keys_and_values() (already served) or, in a ring's
+        # prefill, its packed uint32 arrays as they are
+        packed = isinstance(k, mx.array) and k.dtype == mx.uint32
+        return self.unpacked(k, v) if packed else (k, v)
+
+    def _pack_keys(self, keys: mx.array) -> mx.array:
+        """Keys as stored (a subclass may transform them first: ``rotated_kv.py``)."""
+        return pack(keys, self.quant)
 
     def unpacked(self, k: mx.array, v: mx.array):
         dk, dv, dtype = self._dims

@@ -32,6 +32,7 @@ class KVScheme:
     start: int = 0
     high_bits: int | None = None  # mixed: bits of the most KL-sensitive layers
     high_share: float = 0.25  # mixed: that share of the attention layers (at least one)
+    rotated: bool = False  # Hadamard-rotated keys, served dequantized (rotated_kv.py)
 
     @property
     def mixed(self) -> bool:
@@ -61,14 +62,15 @@ def count_attention_caches(model: nn.Module) -> int:
     return len(attention_templates(model))
 
 
-def quantized_caches(model: nn.Module, left_padding: list[int], plan: list[KVQuant]) -> list:
+def quantized_caches(model: nn.Module, left_padding: list[int], plan: list[KVQuant],
+                     kv_class: type = BatchQuantizedKV) -> list:
     """Empty batch caches for one batch: attention caches quantized by ``plan``."""
     quants = iter(plan)
 
     def build(template):
         kind = type(template)
         if kind is KVCache:
-            return BatchQuantizedKV(left_padding, next(quants))
+            return kv_class(left_padding, next(quants))
         if kind is RotatingKVCache:
             return BatchQuantizedRing(template.max_size, left_padding, next(quants))
         if kind is CacheList:
@@ -88,6 +90,10 @@ class QuantizedScheduler(Scheduler):
         self.plan = self.scheme.plan(model)
 
     def _fresh_caches(self, n: int) -> list:
+        if self.scheme.rotated:
+            from batchlab.engine.rotated_kv import BatchRotatedKV
+
+            return quantized_caches(self.model, [0] * n, self.plan, BatchRotatedKV)
         return quantized_caches(self.model, [0] * n, self.plan)
 
 
@@ -104,7 +110,11 @@ def refuses_quantized(scheme: KVScheme):
             return "gpt-oss attention uses sinks, which mlx-lm's quantized SDPA refuses"
         if count_attention_caches(model) == 0:
             return "the model has no attention caches to quantize"
+        if scheme.rotated and any(type(c) is RotatingKVCache for c in attention_templates(model)):
+            return "rotated keys are implemented for full-attention layers only"
         for dim in head_dims(model):
+            if scheme.rotated and dim & (dim - 1):
+                return f"a Hadamard rotation needs a power-of-two head dim, not {dim}"
             if dim % scheme.group_size:
                 return (f"head dim {dim} is not a multiple of the kv group size "
                         f"{scheme.group_size} (mx.quantize groups are 32, 64 or 128)")

@@ -86,6 +86,10 @@ def _quantized_golden(cell: Cell, loaded, scheme, keep_values: bool) -> Golden:
     (``oracle/quantized_serial.py``); that serial run is the reference itself."""
     from batchlab.oracle.quantized_serial import QUANTIZED_ORACLE_NAME, run_quantized_oracle
 
+    if scheme.rotated:
+        raise ValueError(f"path {cell.path} has no mlx-lm oracle (rotated keys); measure it "
+                         "with `batchlab lab kl` instead of matrix cells")
+
     plan = scheme.plan(loaded.model)
     trajectory = run_quantized_oracle(cell, loaded.model, loaded.dtype, plan,
                                       keep_values=keep_values)

@@ -181,3 +181,26 @@ def test_nbytes_counts_packed_bytes():
     cache.update_and_fetch(*kv(rng, 2, 1))
     assert bf16 == 2 * (2 * 2 * 256 * 64 * 2)  # keys + values, 256 columns, bf16
     assert cache.nbytes == 2 * (2 * 2 * 256 * 9 * 4)  # 9 uint32 words per key
+
+
+def test_rotated_keys_are_stored_quantized_and_served_unrotated():
+    """kv4h: the cache stores quantize(k H) and serves dequantize(.) H, H orthonormal."""
+    from batchlab.engine.rotated_kv import BatchRotatedKV, hadamard
+
+    h = hadamard(4, "float32")
+    assert (h * 2).tolist() == [[1, 1, 1, 1], [1, -1, 1, -1], [1, 1, -1, -1], [1, -1, -1, 1]]
+    assert mx.array_equal(hadamard(64, "float32") @ hadamard(64, "float32"), mx.eye(64)).item()
+    with pytest.raises(ValueError, match="power-of-two"):
+        hadamard(48, "float32")
+    rng = np.random.default_rng(9)
+    cache = BatchRotatedKV([0], KVQuant(bits=4, group_size=64))
+    k0, v0 = kv(rng, 1, 3)
+    cache.update_and_fetch(k0, v0)
+    k1, v1 = kv(rng, 1, 1)
+    keys, values = cache.update_and_fetch(k1, v1)
+    assert not hasattr(cache, "bits") and keys.dtype == mx.bfloat16 and keys.shape == (1, 2, 4, 64)
+    stored = pack(k1 @ hadamard(64, "bfloat16"), KVQuant(bits=4, group_size=64))
+    assert mx.array_equal(cache.keys[:, :, 3:4], stored).item()
+    want = mx.dequantize(*mx.quantize(k1 @ hadamard(64, "bfloat16"), group_size=64, bits=4),
+                         group_size=64, bits=4) @ hadamard(64, "bfloat16")
+    assert mx.array_equal(keys[:, :, 3:4], want).item()
