@@ -68,8 +68,11 @@ def density_markdown(model: nn.Module, paths: list[str], tokens: int = 4096,
 
     shapes = layer_shapes(model)
     base = row_bytes(shapes, None, tokens)
-    lines = [f"KV density at {tokens} tokens per row (payload; budget {budget / GIB:g} GiB):",
-             "", "| path | KV bytes per row | vs model dtype | rows per budget |",
+    sizes = sorted({s.dtype_size for s in shapes})
+    kind = "/".join({2: "16-bit", 4: "float32"}.get(n, f"{n}-byte") for n in sizes)
+    lines = [f"KV density at {tokens} tokens per row (payload; budget {budget / GIB:g} GiB; "
+             f"the model's KV is {kind}, and so are the quantized scales and biases):",
+             "", "| path | KV bytes per row | vs unquantized | rows per budget |",
              "| --- | ---: | ---: | ---: |"]
     for name in dict.fromkeys(paths):
         scheme = resolve_path(name).kv_scheme
