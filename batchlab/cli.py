@@ -86,9 +86,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     from batchlab.bench.cli import add_bench_parser
     from batchlab.gate.commands import add_gate_parser
-    from batchlab.lab.commands import add_lab_parser
     from batchlab.serve.cli import add_serve_parser
     from batchlab.serve.load import add_load_parser
+    from batchlab.teacher.commands import add_lab_parser
     add_bench_parser(sub)
     add_gate_parser(sub)
     add_lab_parser(sub)

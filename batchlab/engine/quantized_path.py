@@ -3,7 +3,7 @@
 A ``KVScheme`` says how each attention layer's cache is quantized: one ``KVQuant`` for
 every layer (``kv8``, ``kv4``), or a mixed scheme (``kvmix``): ``high_bits`` for the
 layers whose quantization moves the output most, measured by KL
-(``batchlab.lab.sensitivity``), ``bits`` for the rest. SSM / conv state stays as it is.
+(``batchlab.engine.sensitivity``), ``bits`` for the rest. SSM / conv state stays as it is.
 
 Layers are counted over the model's attention caches (KVCache and RotatingKVCache
 leaves of ``make_cache()``, CacheList parts in order): index i of a scheme's plan is
@@ -46,7 +46,7 @@ class KVScheme:
         n = count_attention_caches(model)
         if not self.mixed:
             return [self.quant(self.bits)] * n
-        from batchlab.lab.sensitivity import layer_sensitivity
+        from batchlab.engine.sensitivity import layer_sensitivity
 
         ranked = sorted(range(n), key=lambda i: -layer_sensitivity(model, self)[i])
         high = set(ranked[: max(1, math.ceil(self.high_share * n))])

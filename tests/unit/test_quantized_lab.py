@@ -7,10 +7,10 @@ import pytest
 
 from batchlab.engine.paths import PATHS, Unsupported, resolve_path
 from batchlab.engine.quantized_kv import KVQuant
-from batchlab.lab.density import LayerShape, row_bytes
-from batchlab.lab.kl_report import markdown, summarize
-from batchlab.lab.teacher import Scores, text_rows
 from batchlab.oracle.quantized_serial import mlx_lm_steps, serial_quantized_steps
+from batchlab.teacher.density import LayerShape, row_bytes
+from batchlab.teacher.report import markdown, summarize
+from batchlab.teacher.run import Scores, text_rows
 from batchlab.zoo import load
 
 
@@ -35,7 +35,7 @@ def test_kv_paths_refuse_head_dims_that_do_not_split_into_groups():
 
 
 def test_kvmix_gives_8_bits_to_the_most_sensitive_quarter():
-    from batchlab.lab.sensitivity import layer_sensitivity
+    from batchlab.engine.sensitivity import layer_sensitivity
 
     model = load("gemma3-hd64").model
     scheme = PATHS["kvmix"].kv_scheme

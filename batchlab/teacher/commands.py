@@ -5,10 +5,10 @@
 
 Rows are consecutive slices of the real-text corpus (``batchlab/zoo/corpus.toml``) in the
 model's tokens: the first ``--context`` ids of a row are its prompt, the rest are forced
-(``lab/teacher.py``). ``--rows 0`` takes as many rows as the corpus holds. The batch holds
+(``teacher/run.py``). ``--rows 0`` takes as many rows as the corpus holds. The batch holds
 ``--batch`` rows; the rest queue and join as rows finish (ragged rows, joins). The report
-(``lab/kl_report.py``): Markdown, CSV, JSON and a PNG under ``--out``, plus the KV bytes
-per row of each path (``lab/density.py``).
+(``teacher/report.py``): Markdown, CSV, JSON and a PNG under ``--out``, plus the KV bytes
+per row of each path (``teacher/density.py``).
 """
 
 from __future__ import annotations
@@ -43,9 +43,9 @@ def add_lab_parser(sub) -> None:
 def kl_command(args, console) -> int:
     from batchlab.backend import backend_key
     from batchlab.engine.paths import resolve_path
-    from batchlab.lab.density import density_markdown
-    from batchlab.lab.kl_report import summarize, write_report
-    from batchlab.lab.teacher import teacher_forced, text_rows
+    from batchlab.teacher.density import density_markdown
+    from batchlab.teacher.report import summarize, write_report
+    from batchlab.teacher.run import teacher_forced, text_rows
     from batchlab.zoo import load
     from batchlab.zoo.corpus import corpus_tokens
 

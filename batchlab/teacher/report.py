@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from batchlab.lab.teacher import Scores
+from batchlab.teacher.run import Scores
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
