@@ -72,6 +72,22 @@ PATHS = {
 }
 
 
+def kv_path_for(bits: int, group_size: int = 64, start: int = 0) -> str:
+    """The name of the quantized-KV path with these settings (mlx-lm's ``--kv-bits``,
+    ``--kv-group-size``, ``--quantized-kv-start``), registered as ``kv<bits>-g<group>-s<start>``
+    when no entry has them yet. Raises ValueError for settings mx.quantize lacks."""
+    scheme = KVScheme(bits=bits, group_size=group_size, start=start)
+    for name, path in PATHS.items():
+        if path.kv_scheme == scheme:
+            return name
+    from batchlab.engine.quantized_kv import KVQuant
+
+    KVQuant(bits=bits, group_size=group_size, start=start)  # validates, says what to choose
+    name = f"kv{bits}-g{group_size}-s{start}"
+    PATHS[name] = _kv_path(name, scheme, KV8_KL_GATE if bits == 8 else KV4_KL_GATE)
+    return name
+
+
 def resolve_path(name: str, model: nn.Module | None = None, *, model_name: str = "this model",
                  use: str = "run") -> EnginePath:
     """The path called ``name``, checked against ``model`` when one is given (check the

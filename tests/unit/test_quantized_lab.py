@@ -70,3 +70,15 @@ def test_row_bytes_per_layer_kind():
     assert row_bytes([full, ring], None, 100) == 100 * 768 + 8 * 768
     q4 = KVQuant(bits=4, group_size=64)
     assert row_bytes([full], [q4], 100) == 100 * 3 * 4 * (9 + 9)  # 216 B vs 768 B a token
+
+
+def test_kv_flags_name_a_registered_path():
+    """serve's --kv-bits / --kv-group-size / --quantized-kv-start pick (or register) a path."""
+    from batchlab.engine.paths import kv_path_for
+
+    assert kv_path_for(8) == "kv8" and kv_path_for(4, 32) == "kv4-g32"
+    name = kv_path_for(4, 64, 5000)
+    assert name == "kv4-g64-s5000" and PATHS[name].kv_scheme.start == 5000
+    assert kv_path_for(4, 64, 5000) == name
+    with pytest.raises(ValueError, match="choose from"):
+        kv_path_for(4, 16)
