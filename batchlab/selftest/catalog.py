@@ -245,7 +245,7 @@ CATALOG: tuple[SeededBug, ...] = (
          quantized_bugs.mixed_plan_uniform,
          "rule: the mixed scheme's bits are per layer (8 for the most KL-sensitive, 4 "
          "elsewhere); its oracle quantizes each layer at its own bits"),
-    _bug("qkv-ring-scales-as-float16",
+    _bug("qkv-window-scales-as-float16",
          "kv8/gemma3-hd64/B4/ragged/join-evict/*,kv4/gemma3-hd64/B4/ragged/join-evict/*",
          quantized_bugs.ring_scales_as_float16,
          "rule: mx.quantize's scales and biases are in the input's dtype (bf16 here), "
