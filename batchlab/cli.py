@@ -88,8 +88,10 @@ def build_parser() -> argparse.ArgumentParser:
     from batchlab.gate.commands import add_gate_parser
     from batchlab.serve.cli import add_serve_parser
     from batchlab.serve.load import add_load_parser
+    from batchlab.teacher.commands import add_lab_parser
     add_bench_parser(sub)
     add_gate_parser(sub)
+    add_lab_parser(sub)
     add_serve_parser(sub)
     add_load_parser(sub)
     return parser

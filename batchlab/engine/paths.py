@@ -3,6 +3,11 @@
     l1        batchlab's own primitives on mlx-lm's schedule and layouts; bit-exact, always
     fast      l1 without all-True full-attention decode masks; bit-exact where exact, else KL
     compiled  l1 with the decode forward traced by mx.compile (full-attention models); KL
+    kv8 kv4   l1's schedule with 8- / 4-bit quantized KV (group 64, from offset 0); gated
+              against mlx-lm's serial QuantizedKVCache row by row: bit-exact or KL
+    kvmix     4-bit KV, 8-bit in the most KL-sensitive quarter of the layers; as kv8
+    kv8-g32 kv4-g32 kv8-s8 kv4-s8   group 32, or a quantized-KV start of 8
+    kv4h      4-bit KV, Hadamard-rotated keys served dequantized; no oracle: lab kl only
 
 A new path is one entry in ``PATHS``: its scheduler, its gate and what it refuses. The
 matrix runner, the server and the bench all resolve names here (``resolve_path``), and
@@ -19,8 +24,9 @@ from mlx import nn
 
 from batchlab.engine.compiled import CompiledScheduler, unsupported_reason
 from batchlab.engine.fast import FastScheduler
+from batchlab.engine.quantized_path import KVScheme, refuses_quantized, scheduler_for
 from batchlab.engine.scheduler import Scheduler
-from batchlab.lab.kl import LAB_KL_GATE, KLGate
+from batchlab.lab.kl import KV4_KL_GATE, KV8_KL_GATE, LAB_KL_GATE, KLGate
 
 
 class Unsupported(ValueError):
@@ -42,6 +48,12 @@ class EnginePath:
     scheduler: type[Scheduler]
     kl_gate: KLGate | None  # None: bit-exact or FAIL
     refuses: Callable[[nn.Module], str | None] = _takes_every_model  # why not this model
+    kv_scheme: KVScheme | None = None  # quantized KV: the oracle is mlx-lm's serial run
+
+
+def _kv_path(name: str, scheme: KVScheme, gate: KLGate) -> EnginePath:
+    return EnginePath(name=name, scheduler=scheduler_for(scheme, name), kl_gate=gate,
+                      refuses=refuses_quantized(scheme), kv_scheme=scheme)
 
 
 PATHS = {
@@ -49,7 +61,31 @@ PATHS = {
     "fast": EnginePath(name="fast", scheduler=FastScheduler, kl_gate=LAB_KL_GATE),
     "compiled": EnginePath(name="compiled", scheduler=CompiledScheduler, kl_gate=LAB_KL_GATE,
                            refuses=unsupported_reason),
+    "kv8": _kv_path("kv8", KVScheme(bits=8), KV8_KL_GATE),
+    "kv4": _kv_path("kv4", KVScheme(bits=4), KV4_KL_GATE),
+    "kvmix": _kv_path("kvmix", KVScheme(bits=4, high_bits=8), KV4_KL_GATE),
+    "kv8-g32": _kv_path("kv8-g32", KVScheme(bits=8, group_size=32), KV8_KL_GATE),
+    "kv4-g32": _kv_path("kv4-g32", KVScheme(bits=4, group_size=32), KV4_KL_GATE),
+    "kv8-s8": _kv_path("kv8-s8", KVScheme(bits=8, start=8), KV8_KL_GATE),
+    "kv4-s8": _kv_path("kv4-s8", KVScheme(bits=4, start=8), KV4_KL_GATE),
+    "kv4h": _kv_path("kv4h", KVScheme(bits=4, rotated=True), KV4_KL_GATE),
 }
+
+
+def kv_path_for(bits: int, group_size: int = 64, start: int = 0) -> str:
+    """The name of the quantized-KV path with these settings (mlx-lm's ``--kv-bits``,
+    ``--kv-group-size``, ``--quantized-kv-start``), registered as ``kv<bits>-g<group>-s<start>``
+    when no entry has them yet. Raises ValueError for settings mx.quantize lacks."""
+    scheme = KVScheme(bits=bits, group_size=group_size, start=start)
+    for name, path in PATHS.items():
+        if path.kv_scheme == scheme:
+            return name
+    from batchlab.engine.quantized_kv import KVQuant
+
+    KVQuant(bits=bits, group_size=group_size, start=start)  # validates, says what to choose
+    name = f"kv{bits}-g{group_size}-s{start}"
+    PATHS[name] = _kv_path(name, scheme, KV8_KL_GATE if bits == 8 else KV4_KL_GATE)
+    return name
 
 
 def resolve_path(name: str, model: nn.Module | None = None, *, model_name: str = "this model",

@@ -208,12 +208,16 @@ class Scheduler:
             caches = layers.merge_layers([
                 (s.request.history or fresh_history(self.model)).caches for s in seqs])
         else:
-            caches = layers.make_batch_caches(self.model, n, kv_class=self.kv_class)
+            caches = self._fresh_caches(n)
         fresh = PromptBatch(seqs=seqs, caches=caches)
         if len(self.prompt):
             self.prompt.extend(fresh)
         else:
             self.prompt = fresh
+
+    def _fresh_caches(self, n: int) -> list:
+        """Empty caches for ``n`` admitted rows (a path may build its own)."""
+        return layers.make_batch_caches(self.model, n, kv_class=self.kv_class)
 
     def _join_prefilled(self) -> None:
         ready = [i for i, s in enumerate(self.prompt.seqs) if not s.unprefilled]

@@ -7,14 +7,23 @@ a sha256 of the logprobs bytes and the top-k entries), the stamps that make it s
 when they change (mlx and mlx-lm versions, backend key, weights fingerprint, the cell's
 definition) and a digest of its own content, so a truncated or hand-edited file is an
 error, never a pass. Only oracle code calls ``write_golden``.
+
+A golden whose steps carry full logprob vectors (the quantized-KV oracle's, for the KL
+gate of cells that are not bit-exact) keeps them beside it, in
+``<stem>.values.json`` (per row, the float32 bytes zlib-compressed and base64-encoded);
+the golden holds their digest, so a sidecar that does not match is CORRUPT.
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
+
+import numpy as np
 
 from batchlab.atomic import write_text_atomic
 from batchlab.display import shown
@@ -57,8 +66,16 @@ def golden_path(root: Path, backend: str, file_stem: str) -> Path:
     return Path(root) / backend / f"{file_stem}.json"
 
 
+def values_path(path: Path) -> Path:
+    return path.with_name(path.name.removesuffix(".json") + ".values.json")
+
+
 def write_golden(path: Path, golden: Golden) -> None:
     payload = _payload(golden)
+    values = _encoded_values(golden.trajectory)
+    if values is not None:
+        payload["values_digest"] = _content_digest(values)
+        write_text_atomic(values_path(path), json.dumps(values, sort_keys=True) + "\n")
     payload["content_digest"] = _content_digest(payload)
     write_text_atomic(path, _render(payload))  # readers see the old file or the new one
 
@@ -79,7 +96,45 @@ def read_golden(path: Path, expected: Stamp, fix: str) -> Golden:
     stale = _stale_reason(golden.stamp, expected)
     if stale:
         raise GoldenError("STALE", path, stale, fix)
+    if "values_digest" in payload:
+        golden = _with_values(golden, path, payload["values_digest"], fix)
     return golden
+
+
+def _encoded_values(trajectory: Trajectory | None) -> dict | None:
+    """Per row, its steps' logprob vectors as one compressed float32 block; None
+    unless every step has one."""
+    if trajectory is None or not trajectory.rows:
+        return None
+    steps = [s for row in trajectory.rows.values() for s in row]
+    if not steps or any(s.values is None for s in steps):
+        return None
+    return {name: base64.b64encode(zlib.compress(np.stack([s.values for s in row])
+                                                 .astype(np.float32).tobytes())).decode()
+            for name, row in trajectory.rows.items() if row}
+
+
+def _with_values(golden: Golden, path: Path, digest: str, fix: str) -> Golden:
+    side = values_path(path)
+    try:
+        encoded = json.loads(side.read_text())
+    except (OSError, ValueError) as err:
+        raise GoldenError("CORRUPT", side, f"cannot be read ({err})", fix) from None
+    if _content_digest(encoded) != digest:
+        raise GoldenError("CORRUPT", side, "does not match the digest its golden holds", fix)
+    rows = {}
+    for name, steps in golden.trajectory.rows.items():
+        if not steps:
+            rows[name] = steps
+            continue
+        flat = np.frombuffer(zlib.decompress(base64.b64decode(encoded[name])), np.float32)
+        block = flat.reshape(len(steps), -1)
+        rows[name] = tuple(Step(step=s.step, token=s.token, digest=s.digest, top=s.top,
+                                values=block[i]) for i, s in enumerate(steps))
+    trajectory = Trajectory(rows=rows, dtype=golden.trajectory.dtype)
+    return Golden(stamp=golden.stamp, oracle=golden.oracle, dtype=golden.dtype,
+                  serial_check=golden.serial_check, oracle_bug=golden.oracle_bug,
+                  trajectory=trajectory)
 
 
 def _stale_reason(have: Stamp, want: Stamp) -> str | None:

@@ -136,7 +136,14 @@ class Cell:
 
     @property
     def scenario_id(self) -> str:
-        """The id without the path: what the oracle runs, shared by every path."""
+        """The id without the path: what the oracle runs, shared by every path. A
+        quantized-KV path has an oracle of its own (mlx-lm's serial QuantizedKVCache
+        run at its bits): its scenario keeps the path."""
+        from batchlab.engine.paths import PATHS
+
+        path = PATHS.get(self.path)
+        if path is not None and path.kv_scheme is not None:
+            return self.id
         return self.id.split("/", 1)[1]
 
     @property

@@ -32,6 +32,9 @@ def make_golden(cell: Cell, keep_values: bool = False) -> Golden:
     """Run the oracle (batch mode, then the serial self-check) for one scenario.
     ``keep_values`` keeps full logprob vectors in memory (for KL gates; never written)."""
     loaded = load(cell.model)
+    scheme = _kv_scheme(cell)
+    if scheme is not None:
+        return _quantized_golden(cell, loaded, scheme, keep_values)
     any_greedy = any((r.sampling or cell.sampling).greedy for r in cell.rows)
     skip = serial_check_reason(loaded.model, backend_key(), any_greedy)
     try:
@@ -52,10 +55,58 @@ def make_golden(cell: Cell, keep_values: bool = False) -> Golden:
     )
 
 
+def _kv_scheme(cell: Cell):
+    from batchlab.engine.paths import PATHS
+
+    path = PATHS.get(cell.path)
+    return None if path is None else path.kv_scheme
+
+
+SIDECAR_MAX_VOCAB = 4096  # a real vocabulary (49152) makes ~3.5 MB of logprobs per cell
+
+
+def _kl_gated(cell: Cell) -> bool:
+    """A quantized-KV cell that cannot be bit-exact keeps its logprobs (a sidecar) for
+    its KL gate: a model with sliding-window layers (mlx-lm's serial rings stay in the
+    model dtype), or a start offset (the rows of a batch switch together). Every other
+    quantized cell is gated bit-exact (no sidecar: a difference is a FAIL), except in
+    ``--live`` runs, which keep the logprobs of every lab path."""
+    scheme = _kv_scheme(cell)
+    if scheme is None:
+        return False
+    from batchlab.oracle.quantized_serial import has_rings
+
+    model = load(cell.model).model
+    return (model.args.vocab_size <= SIDECAR_MAX_VOCAB
+            and (scheme.start > 0 or has_rings(model)))
+
+
+def _quantized_golden(cell: Cell, loaded, scheme, keep_values: bool) -> Golden:
+    """A quantized-KV cell: each row alone through mlx-lm's QuantizedKVCache
+    (``oracle/quantized_serial.py``); that serial run is the reference itself."""
+    from batchlab.oracle.quantized_serial import QUANTIZED_ORACLE_NAME, run_quantized_oracle
+
+    if scheme.rotated:
+        raise ValueError(f"path {cell.path} has no mlx-lm oracle (rotated keys); measure it "
+                         "with `batchlab lab kl` instead of matrix cells")
+
+    plan = scheme.plan(loaded.model)
+    trajectory = run_quantized_oracle(cell, loaded.model, loaded.dtype, plan,
+                                      keep_values=keep_values)
+    return Golden(
+        stamp=expected_stamp(cell, model_fingerprint(cell.model)),
+        oracle=QUANTIZED_ORACLE_NAME,
+        dtype=loaded.dtype,
+        serial_check="skipped: the reference is the serial quantized run itself",
+        oracle_bug=None,
+        trajectory=trajectory,
+    )
+
+
 def regen_cell(cell: Cell, root: Path) -> RegenOutcome:
     path = golden_path(root, backend_key(), cell.golden_stem)
     try:
-        golden = make_golden(cell)
+        golden = make_golden(cell, keep_values=_kl_gated(cell))
     except Exception:  # noqa: BLE001 - report and go on with the other scenarios
         return RegenOutcome(scenario_id=cell.scenario_id, path=path, serial_check="",
                             error=traceback.format_exc())

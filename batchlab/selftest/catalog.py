@@ -17,7 +17,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from batchlab.selftest import cache_bugs, history_bugs, model_bugs, regime_bugs, schedule_bugs
+from batchlab.selftest import (
+    cache_bugs,
+    history_bugs,
+    model_bugs,
+    quantized_bugs,
+    regime_bugs,
+    schedule_bugs,
+)
 from batchlab.selftest.inject import Patch
 
 
@@ -234,6 +241,27 @@ CATALOG: tuple[SeededBug, ...] = (
          history_bugs.xtc_coin_per_row,
          "rule: mlx-lm's apply_xtc draws one uniform() scalar per call (sample_utils.py), "
          "so rows sampled in one call share the coin"),
+    # -- quantized KV (docs/quantized-kv.md); the first three hit bit-exact cells
+    _bug("qkv-scales-biases-swapped",
+         "kv8/llama-hd64/B4/ragged/join-evict/*,kv4-g32/llama-hd64/B3/ragged/static/*",
+         quantized_bugs.scales_biases_swapped,
+         "rule: mx.quantize returns (ints, scales, biases) and quantized_matmul takes them "
+         "in that order; a packed layout must read back what it wrote"),
+    _bug("qkv-quantized-before-first-forward",
+         "kv8/llama-hd64/B4/ragged/join-evict/*,kv4/qwen3-hd128/B4/ragged/join-evict/*",
+         quantized_bugs.quantized_before_first_forward,
+         "rule: mlx-lm's maybe_quantize_kv_cache runs after each forward (generate_step), "
+         "so even at quantized_kv_start 0 the first forward attends in the model dtype"),
+    _bug("qkv-mixed-plan-uniform",
+         "kvmix/llama-hd64/B4/ragged/join-evict/*,kvmix/qwen3-hd128/B4/ragged/join-evict/*",
+         quantized_bugs.mixed_plan_uniform,
+         "rule: the mixed scheme's bits are per layer (8 for the most KL-sensitive, 4 "
+         "elsewhere); its oracle quantizes each layer at its own bits"),
+    _bug("qkv-window-scales-as-float16",
+         "kv8/gemma3-hd64/B4/ragged/join-evict/*,kv4/gemma3-hd64/B4/ragged/join-evict/*",
+         quantized_bugs.ring_scales_as_float16,
+         "rule: mx.quantize's scales and biases are in the input's dtype (bf16 here), "
+         "unlike GGUF's float16 block scales; caught by the sliding-window KL gate"),
 )
 # fmt: on
 

@@ -32,6 +32,11 @@ def add_serve_parser(sub) -> None:
     p.add_argument("--model", required=True, help="zoo name or mlx-lm model directory")
     p.add_argument("--path", default="l1",
                    help="engine path: l1 (default), fast, compiled (batchlab/engine/paths.py)")
+    p.add_argument("--kv-bits", type=int, default=None, choices=(4, 8),
+                   help="quantize the KV cache (mlx-lm's flag): runs the matching kv path")
+    p.add_argument("--kv-group-size", type=int, default=64, help="KV quantization group (64)")
+    p.add_argument("--quantized-kv-start", type=int, default=5000,
+                   help="offset from which rows are quantized (mlx-lm's default 5000)")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8000, help="port (default 8000; 0 = any)")
     p.add_argument("--decode-concurrency", "--max-batch", dest="max_batch", type=int,
@@ -83,6 +88,10 @@ def serve_command(args, console) -> int:
     if not args.access_log:
         logging.getLogger("batchlab.serve.access").setLevel(logging.WARNING)
     kv_budget = None if args.kv_budget is None else int(args.kv_budget)
+    if args.kv_bits is not None:
+        from batchlab.engine.paths import kv_path_for
+
+        args.path = kv_path_for(args.kv_bits, args.kv_group_size, args.quantized_kv_start)
     server = start_server(args.model, path=args.path, host=args.host, port=args.port,
                           max_batch=args.max_batch, prompt_concurrency=args.prompt_concurrency,
                           prefill_step_size=args.prefill_step_size, kv_budget=kv_budget,

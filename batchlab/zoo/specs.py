@@ -205,6 +205,16 @@ _SPECS = [
         **_ATTN, num_hidden_layers=2, intermediate_size=128, head_dim=128, rms_norm_eps=1e-6,
         rope_theta=1000000.0, max_position_embeddings=40960, tie_word_embeddings=True,
     ),
+    # Quantized KV (mx.quantize groups of 32, 64 or 128) needs head_dim >= 32: the
+    # sliding-window family's stand-in for the kv paths.
+    _spec(
+        "gemma3-hd64", "gemma3_text", "bfloat16", "Gemma 3 attention (head_dim 64: quantized KV)",
+        notes="window 8, pattern 2 as the tiny gemma3, 4 query heads of 64 over 2 KV heads",
+        **_ATTN, num_hidden_layers=4, intermediate_size=128, head_dim=64,
+        query_pre_attn_scalar=64, sliding_window=8, sliding_window_pattern=2,
+        rope_theta=1000000.0, rope_local_base_freq=10000.0, rms_norm_eps=1e-6,
+        max_position_embeddings=32768, tie_word_embeddings=True,
+    ),
     _spec(
         "gemma2-gqa", "gemma2", "bfloat16", "Gemma 2 with GQA (known mlx-lm batch-mode bug)",
         notes="4 heads over 2 KV heads: mlx-lm's (B,1,L,S) mask meets its 5-D GQA scores; "

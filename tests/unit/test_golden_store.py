@@ -82,3 +82,26 @@ def test_golden_json_is_one_line_per_token(tmp_path):
     text = path.read_text()
     assert '      [1,7,"abababababababab",[[7,-0.5],[3,-1.25]]]' in text
     assert json.loads(text)["rows"]["B"] == []
+
+
+def test_logprob_sidecar_round_trips_and_a_changed_one_is_corrupt(tmp_path):
+    """A golden whose steps carry logprobs keeps them beside it (the quantized-KV KL
+    gate reads them); the golden holds their digest."""
+    import numpy as np
+
+    from batchlab.golden.store import values_path
+
+    values = np.array([-0.5, -1.25, -3.0], dtype=np.float32)
+    rows = {"A": (Step(step=1, token=0, digest="ab" * 8, top=((0, -0.5),), values=values),)}
+    path = tmp_path / "g.json"
+    write_golden(path, golden(rows))
+    assert values_path(path).name == "g.values.json"
+    back = read_golden(path, STAMP, FIX)
+    assert back.trajectory.rows["A"][0].values.tolist() == [-0.5, -1.25, -3.0]
+    write_golden(tmp_path / "h.json", golden(rows | {"A": (dataclasses.replace(
+        rows["A"][0], values=values * 2),)}))
+    values_path(path).write_text(values_path(tmp_path / "h.json").read_text())
+    with pytest.raises(GoldenError, match="CORRUPT.*digest its golden holds"):
+        read_golden(path, STAMP, FIX)
+    write_golden(tmp_path / "plain.json", golden())  # no logprobs: no sidecar
+    assert not values_path(tmp_path / "plain.json").exists()

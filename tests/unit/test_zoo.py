@@ -48,6 +48,7 @@ PINNED = {
     "baichuan-m1": ("baichuan-m1-19c90312669d", "33e930087f63ea1e"),
     "llama-hd64": ("llama-hd64-248967af45c8", "8787d13c0da47e20"),
     "qwen3-hd128": ("qwen3-hd128-4c19c5439911", "d33caac049c2c77d"),
+    "gemma3-hd64": ("gemma3-hd64-04d367a10957", "e91ce8cbe1592d8d"),
     "gemma2-gqa": ("gemma2-gqa-73d798a176c2", "cdcd680f3e37fa59"),
 }
 
@@ -73,6 +74,7 @@ GOLDEN_STAMPS = {
     "baichuan-m1": "33e930087f63ea1e+cfg29d71095",
     "llama-hd64": "8787d13c0da47e20+cfg48e16771",
     "qwen3-hd128": "d33caac049c2c77d+cfga7143209",
+    "gemma3-hd64": "e91ce8cbe1592d8d+cfg50371ad8",
     "gemma2-gqa": "cdcd680f3e37fa59+cfg06baf760",
 }
 
@@ -94,6 +96,7 @@ LAYER_KINDS = {
     "baichuan-m1": "list(ssm,sliding8) list(ssm,full)",
     "llama-hd64": "full×2",
     "qwen3-hd128": "full×2",
+    "gemma3-hd64": "sliding8×2 full×2",
     "gemma2-gqa": "full×2",
 }
 
