@@ -1,8 +1,9 @@
 """KV-budget admission: how many bytes a batch of rows will hold, before it holds them.
 
-The cost of one row is measured once per model, by running one token through mlx-lm's
-single-stream caches (``make_prompt_cache``, a public helper): each layer's cache then
-says what a token costs it. Three kinds of layer:
+The cost of one row is measured once per model and path, by running three tokens
+through one row of the path's own batch caches (``Scheduler._fresh_caches``: a quantized
+path's caches hold packed 4- or 8-bit keys, so its tokens cost what they really hold):
+each layer's cache then says what a token costs it. Three kinds of layer:
 
 - full attention: ``per_token`` bytes for every token the row will ever hold;
 - sliding window: the same, but never more than the window (``window_tokens``);
@@ -19,9 +20,9 @@ from dataclasses import dataclass
 
 import mlx.core as mx
 from mlx import nn
-from mlx_lm.models.cache import KVCache, RotatingKVCache, make_prompt_cache
 
 from batchlab.engine.layers import leaves
+from batchlab.engine.scheduler import Scheduler
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -41,20 +42,23 @@ class RowCost:
         return len(lengths) * self.row_bytes(max(lengths))
 
 
-def measure_row_cost(model: nn.Module) -> RowCost:
-    caches = make_prompt_cache(model)
+def measure_row_cost(model: nn.Module, scheduler_class: type[Scheduler] = Scheduler) -> RowCost:
+    caches = scheduler_class(model)._fresh_caches(1)
+    # a prefill, then a decode step: a quantized path switches format after its first
+    # forward, and a ring's decode buffer is what it keeps
+    mx.eval(model(mx.array([[0, 0]]), cache=caches))
     mx.eval(model(mx.array([[0]]), cache=caches))
     per_token, rings, fixed = 0, [], 0
     for cache in leaves(caches):
-        if isinstance(cache, (KVCache, RotatingKVCache)):
+        if hasattr(cache, "keys"):  # BatchKV, BatchRing and their quantized forms
             if cache.keys is None:  # a layer that reads another layer's KV (shared KV)
                 continue
             cost = (cache.keys.nbytes + cache.values.nbytes) // cache.keys.shape[2]
-            if isinstance(cache, RotatingKVCache):
+            if hasattr(cache, "max_size"):
                 rings.append((cache.max_size, cost))
             else:
                 per_token += cost
-        else:  # state arrays (ArraysCache.cache): as large at one token as at any length
-            fixed += sum(a.nbytes for a in getattr(cache, "cache", []) if a is not None)
+        else:  # state arrays (BatchState.cache): as large at one token as at any length
+            fixed += sum(a.nbytes for a in cache.cache if a is not None)
     return RowCost(per_token=per_token, window_per_token=tuple(rings), fixed=fixed)
 

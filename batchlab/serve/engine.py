@@ -57,7 +57,7 @@ class ServeEngine:
             raise ValueError("--kv-budget must be a positive number of bytes")
         prompt_cache = PromptCache(prompt_cache_size, prompt_cache_bytes)
         self.max_batch = max_batch
-        self.row_cost: RowCost = measure_row_cost(model)
+        self.row_cost: RowCost = measure_row_cost(model, scheduler_class)
         self.kv_budget = kv_budget
         self.vocab_size = vocab_size
         self.default_stop_ids = stop_ids
