@@ -3,6 +3,8 @@
     l1        batchlab's own primitives on mlx-lm's schedule and layouts; bit-exact, always
     fast      l1 without all-True full-attention decode masks; bit-exact where exact, else KL
     compiled  l1 with the decode forward traced by mx.compile (full-attention models); KL
+    invariant every row equal to itself run alone on this path, at any B and schedule;
+              gated row by row against its solo runs (``reference = "solo"``), not the oracle
 
 A new path is one entry in ``PATHS``: its scheduler, its gate and what it refuses. The
 matrix runner, the server and the bench all resolve names here (``resolve_path``), and
@@ -19,6 +21,7 @@ from mlx import nn
 
 from batchlab.engine.compiled import CompiledScheduler, unsupported_reason
 from batchlab.engine.fast import FastScheduler
+from batchlab.engine.invariant import InvariantScheduler
 from batchlab.engine.scheduler import Scheduler
 from batchlab.lab.kl import LAB_KL_GATE, KLGate
 
@@ -42,6 +45,9 @@ class EnginePath:
     scheduler: type[Scheduler]
     kl_gate: KLGate | None  # None: bit-exact or FAIL
     refuses: Callable[[nn.Module], str | None] = _takes_every_model  # why not this model
+    # what a cell is compared with: "oracle" (mlx-lm's goldens, or live) or "solo" (each
+    # row against its own run alone on this same path: batch invariance, no golden)
+    reference: str = "oracle"
 
 
 PATHS = {
@@ -49,6 +55,8 @@ PATHS = {
     "fast": EnginePath(name="fast", scheduler=FastScheduler, kl_gate=LAB_KL_GATE),
     "compiled": EnginePath(name="compiled", scheduler=CompiledScheduler, kl_gate=LAB_KL_GATE,
                            refuses=unsupported_reason),
+    "invariant": EnginePath(name="invariant", scheduler=InvariantScheduler, kl_gate=None,
+                            reference="solo"),
 }
 
 

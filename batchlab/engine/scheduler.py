@@ -42,6 +42,7 @@ from batchlab.engine.config import MLX_LM_DEFAULTS, ScheduleConfig
 from batchlab.engine.history import History, fresh_history
 from batchlab.engine.kv import BatchKV
 from batchlab.engine.processors import process_rows
+from batchlab.engine.ring import BatchRing
 from batchlab.engine.sampler import GREEDY, BatchSampler, RowSampler, SamplingParams, sample_rows
 
 # BatchGenerator frees MLX's buffer cache every 512 decode steps of its lifetime. The
@@ -67,9 +68,11 @@ class Emission:
 
 
 class Scheduler:
-    """The l1 path. Subclasses (other paths) may swap the full-attention cache class."""
+    """The l1 path. Subclasses (other paths) may swap the full-attention and
+    sliding-window cache classes."""
 
     kv_class: type = BatchKV
+    ring_class: type = BatchRing
 
     def __init__(self, model: nn.Module, config: ScheduleConfig = MLX_LM_DEFAULTS,
                  sampling: SamplingParams = GREEDY, row_sampler: type = RowSampler):
@@ -201,7 +204,8 @@ class Scheduler:
             caches = layers.merge_layers([
                 (s.request.history or fresh_history(self.model)).caches for s in seqs])
         else:
-            caches = layers.make_batch_caches(self.model, n, kv_class=self.kv_class)
+            caches = layers.make_batch_caches(self.model, n, kv_class=self.kv_class,
+                                              ring_class=self.ring_class)
         fresh = PromptBatch(seqs=seqs, caches=caches)
         if len(self.prompt):
             self.prompt.extend(fresh)
