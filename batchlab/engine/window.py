@@ -15,7 +15,7 @@ newest columns a window can see::
 So a row's attention always sees its own window's keys, oldest first, with masked keys
 (other rows' padding) only in front of them: the same keys in the same order as when
 it runs alone. Columns no window can see are cut when the buffer grows, so the buffer
-stays within ``max_size + 256`` columns; ``left_padding`` may then go negative (the
+stays within ``max_size + 32`` columns; ``left_padding`` may then go negative (the
 row's padding was cut with them), which the mask reads as "no padding in view".
 
 The window semantics are RotatingKVCache's: a decode query sees the newest
@@ -41,6 +41,9 @@ class WindowKV(BatchKV):
     new keys (see the module docstring)."""
 
     STATE_FIELDS = (*BatchKV.STATE_FIELDS, "max_size")
+    # Grow (and cut) in steps of 32 columns, not 256: the buffer stays near the window,
+    # and the cut runs in the gate's cells (a 52-id prompt and 12 steps pass 32 columns).
+    step = 32
 
     def __init__(self, max_size: int, left_padding: Sequence[int]):
         super().__init__(left_padding)
@@ -51,19 +54,21 @@ class WindowKV(BatchKV):
         return max(0, self._idx - (self.max_size - 1))
 
     def update_and_fetch(self, keys: mx.array, values: mx.array) -> tuple[mx.array, mx.array]:
+        if self.keys is not None and self._idx + keys.shape[2] > self.keys.shape[2]:
+            self._cut_unread()  # before BatchKV reads _idx: the write column moves with it
         start = self.view_start()
         super().update_and_fetch(keys, values)
         return self.keys[..., start : self._idx, :], self.values[..., start : self._idx, :]
 
-    def _grow(self, keys: mx.array, values: mx.array) -> None:
-        """Cut the columns no window will read again, then grow as BatchKV does."""
-        cut = self.view_start() if self.keys is not None else 0
+    def _cut_unread(self) -> None:
+        """Drop the columns no window will read again (the buffer is about to grow).
+        The mask reads padding relative to ``view_start``, so it does not change."""
+        cut = self.view_start()
         if cut > 0:
             self.keys = self.keys[..., cut:, :]
             self.values = self.values[..., cut:, :]
             self._idx -= cut
             self.left_padding = self.left_padding_host - cut
-        super()._grow(keys, values)
 
     def make_mask(self, N: int, return_array: bool = False, window_size: int | None = None):
         """(B, 1, N, view width) over the view ``update_and_fetch`` will return; at a

@@ -57,8 +57,8 @@ def probe_matmul(model: nn.Module, dtype) -> list[str]:
         bad = [m for m in M_VALUES if not bits_equal(layer(x[:m])[:1], alone)]
         # the last row of M rows against itself alone: position inside the product
         pos = [m for m in M_VALUES[1:] if not bits_equal(layer(x[:m])[m - 1:], layer(x[m - 1:m]))]
-        out.append(f"  matmul {type(layer).__name__} {name} K={k}: "
-                   f"{'same at every M' if not bad and not pos else f'differs at M={bad} pos={pos}'}")
+        verdict = "same at every M" if not bad and not pos else f"differs at M={bad} pos={pos}"
+        out.append(f"  matmul {type(layer).__name__} {name} K={k}: {verdict}")
     return out
 
 
