@@ -18,8 +18,8 @@ from pathlib import Path
 from batchlab.display import shown
 from batchlab.matrix.cell import Cell
 from batchlab.matrix.evaluate import Reference, evaluate_cell
-from batchlab.matrix.result import CellResult
 from batchlab.matrix.pins import PROJECT_ROOT
+from batchlab.matrix.result import CellResult
 from batchlab.matrix.runner import select
 from batchlab.matrix.solo import forget_solo_runs
 from batchlab.matrix.spec import load_matrix
