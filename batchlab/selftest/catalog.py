@@ -237,23 +237,23 @@ CATALOG: tuple[SeededBug, ...] = (
          "so rows sampled in one call share the coin"),
     # -- batch invariance (matrices/invariant.toml, the solo gate; docs/invariant.md)
     _bug("invariant-shared-ring-pointer",
-         "invariant/gpt-oss/B16/needle/*,invariant/gemma4-26b/B16/needle/*",
+         "invariant/gpt-oss/B16/needle/join-evict/*,invariant/gemma4-26b/B16/needle/staggered/*",
          invariant_bugs.shared_ring_pointer,
          "rule: FACTS.md, sliding-window rows differ from B=1 once the ring rotates "
          "because the batch ring pointer is shared; the negative control of issue 20",
          matrix=INVARIANT_MATRIX),
     _bug("invariant-window-decode-mask-dropped",
-         "invariant/gemma3/B16/needle/*,invariant/gpt-oss/B16/needle/*",
+         "invariant/gemma3/B16/needle/join-evict/*,invariant/gpt-oss/B16/needle/join-evict/*",
          invariant_bugs.window_decode_mask_dropped,
          "rule: attention over exactly a row's keys (issue 20); padding in a row's "
          "window must stay masked", matrix=INVARIANT_MATRIX),
     _bug("invariant-window-cut-keeps-padding",
-         "invariant/gemma3/B32/needle/evict-many/*,invariant/gpt-oss/B32/needle/evict-many/*",
+         "invariant/gemma3/B32/needle/evict-many/*/seed1",
          invariant_bugs.window_cut_keeps_padding,
          "rule: engine window.py: cutting the columns no window reads lowers "
          "left_padding with them", matrix=INVARIANT_MATRIX),
     _bug("invariant-joiner-state-zeroed",
-         "invariant/qwen3.5/B16/needle/*,invariant/mamba2/B16/needle/*",
+         "invariant/qwen3.5/B16/needle/join-evict/*,invariant/mamba2/B16/needle/staggered/*",
          invariant_bugs.joiner_state_zeroed,
          "rule: a joiner's SSM state travels with it into the running batch (extend); "
          "alone it is never appended, so the solo gate sees the loss",
