@@ -10,7 +10,7 @@ newest columns a window can see::
     max_size 4, rows A (6 keys) and B (2 keys), after B's 2nd decode step:
     col:     0  1  2  3  4  5        _idx 6, view = columns 3..5 (max_size - 1 old
     row A:   a0 a1 a2 a3 a4 a5       keys) + the column the next key is written to
-    row B:   .  .  .  .  b0 b1       left_padding [0, 4] -> B's mask in the view: F T T
+    row B:   .  .  .  .  b0 b1       left_padding [0, 4] -> masks A: T T T T, B: F T T T
 
 So a row's attention always sees its own window's keys, oldest first, with masked keys
 (other rows' padding) only in front of them: the same keys in the same order as when

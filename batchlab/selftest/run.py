@@ -15,10 +15,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from batchlab.defaults import PROJECT_ROOT
 from batchlab.display import shown
 from batchlab.matrix.cell import Cell
 from batchlab.matrix.evaluate import Reference, evaluate_cell
-from batchlab.matrix.pins import PROJECT_ROOT
 from batchlab.matrix.result import CellResult
 from batchlab.matrix.runner import select
 from batchlab.matrix.solo import forget_solo_runs
