@@ -10,7 +10,9 @@ Three probes, each printing one line per case (``same`` or how many bits differ)
    against the same keys with masked keys (random contents) prepended or appended;
 3. end to end: each row of a needle cell (B=8 mixed lengths, joins and an evict, two
    seeds) on a path against that row run alone on the same path (the solo gate,
-   ``batchlab.matrix.solo``), for l1 and invariant.
+   ``batchlab.matrix.solo``), for l1 (the negative control), invariant, and invariant
+   with its row-blocked GEMMs off (the same as invariant on the CPU, where it never
+   blocks; on a GPU it shows what the blocking buys).
 
 The findings are the table in docs/invariant.md.
 """
@@ -22,10 +24,12 @@ import sys
 import mlx.core as mx
 from mlx import nn
 
+from batchlab.engine.invariant import InvariantScheduler
 from batchlab.matrix.compare import first_divergence
 from batchlab.matrix.engine_run import run_cell
-from batchlab.matrix.solo import solo_reference
+from batchlab.matrix.solo import forget_solo_runs, solo_reference
 from batchlab.matrix.spec import expand
+from batchlab.selftest.inject import Patch, applied
 from batchlab.zoo import load
 
 FAMILIES = ["llama", "qwen3", "gemma3", "gemma4-e4b", "gpt-oss", "qwen3.5", "mamba2", "lfm2",
@@ -114,9 +118,16 @@ def main(names: list[str]) -> None:
         print(f"{name} ({loaded.dtype})")
         for line in probe_matmul(loaded.model, dtype):
             print(line)
+        real = name == "smollm2-135m"
+        size = {"steps": 4 if real else 14, "batch": 4 if real else 8}
         for path in ("l1", "invariant"):
-            real = name == "smollm2-135m"
-            print(probe_rows(name, path, steps=4 if real else 14, batch=4 if real else 8))
+            print(probe_rows(name, path, **size))
+        # the invariant path without row-blocked GEMMs: what the blocking buys (on a GPU)
+        forget_solo_runs()
+        with applied([Patch(owner=InvariantScheduler, name="row_block", value=0)]):
+            print(probe_rows(name, "invariant", **size).replace(
+                "on invariant", "on invariant, row blocking off"))
+        forget_solo_runs()
     print("attention (bfloat16 / float32)")
     for dtype in (mx.bfloat16, mx.float32):
         for line in probe_attention(dtype):
