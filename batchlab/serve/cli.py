@@ -28,7 +28,8 @@ def add_serve_parser(sub) -> None:
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", required=True, help="zoo name or mlx-lm model directory")
     p.add_argument("--path", default="l1",
-                   help="engine path: l1 (default), fast, compiled (batchlab/engine/paths.py)")
+                   help="engine path: l1 (default), fast, compiled, invariant (an answer "
+                        "equals the same request sent alone; batchlab/engine/paths.py)")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8000, help="port (default 8000; 0 = any)")
     p.add_argument("--decode-concurrency", "--max-batch", dest="max_batch", type=int,
