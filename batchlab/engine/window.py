@@ -76,10 +76,11 @@ class WindowKV(BatchKV):
         CPU backend: ``drops_all_true_decode_mask``)."""
         start = self.view_start()
         padding = self.left_padding_host - start
-        if (N == 1 and not return_array and self.drops_all_true_decode_mask()
+        window = window_size or self.max_size
+        width = self._idx - start + N
+        if (N == 1 and not return_array and self.drops_all_true_decode_mask() and width <= window
                 and (len(padding) == 0 or int(padding.max()) <= 0)):
             return None
-        window = window_size or self.max_size
         return mx.array(causal_mask_host(N, self._idx - start, left_padding=padding,
                                          window=window))
 

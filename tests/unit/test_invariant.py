@@ -185,3 +185,10 @@ def test_the_invariant_path_refuses_history():
     with pytest.raises(ValueError, match="does not take history yet"):
         scheduler.insert([Request(name="A", prompt=(1, 2), max_tokens=2,
                                   history=History(caches=[], tokens=()))])
+
+
+def test_window_kv_masks_a_decode_step_when_the_model_window_is_narrower():
+    cache = WindowKV(4, [0])
+    cache.update_and_fetch(columns(0, 5, rows=1), columns(0, 5, rows=1))
+    mask = cache.make_mask(1, window_size=2)  # the view holds 4 keys, the window 2
+    assert mask[0, 0, 0].tolist() == [False, False, True, True]
