@@ -236,7 +236,7 @@ CATALOG: tuple[SeededBug, ...] = (
          "rule: mlx-lm's apply_xtc draws one uniform() scalar per call (sample_utils.py), "
          "so rows sampled in one call share the coin"),
     # -- batch invariance (matrices/invariant.toml, the solo gate; docs/invariant.md)
-    _bug("invariant-shared-ring-pointer",
+    _bug("invariant-l1-shared-pointer",
          "invariant/gpt-oss/B16/needle/join-evict/*,invariant/gemma4-26b/B16/needle/staggered/*",
          invariant_bugs.shared_ring_pointer,
          "rule: FACTS.md, sliding-window rows differ from B=1 once the ring rotates "
