@@ -34,7 +34,8 @@ def add_bench_parser(sub) -> None:
     p.add_argument("--paths", default="l1",
                    help="batchlab paths to time, comma list: l1, fast (l1 minus all-True "
                    "decode masks; see engine/fast.py), compiled (a traced decode forward, "
-                   "full-attention models; see engine/compiled.py)")
+                   "full-attention models; see engine/compiled.py), invariant (each row "
+                   "equal to itself alone; see engine/invariant.py)")
     p.add_argument("--repeats", type=int, default=8,
                    help="timed runs per engine and B (8: enough for the 'slower' test to "
                    "flag a cell among up to 9 B, Holm-corrected)")

@@ -34,9 +34,11 @@ def single_caches(model) -> list:
     return [KVCache() for _ in model.layers]
 
 
-def batch_cache_for(template, left_padding: Sequence[int], kv_class: type = BatchKV):
+def batch_cache_for(template, left_padding: Sequence[int], kv_class: type = BatchKV,
+                    ring_class: type = BatchRing):
     """The empty batch cache that stands for the single-row cache ``template``.
-    ``kv_class`` lets a path use its own full-attention cache (a BatchKV subclass).
+    ``kv_class`` / ``ring_class`` let a path use its own full-attention and sliding-window
+    caches (``ring_class(max_size, left_padding)``).
 
     Types are matched exactly: a subclass (a model's own cache variant) may store or mask
     differently, so it is refused rather than batched as its base class.
@@ -45,11 +47,12 @@ def batch_cache_for(template, left_padding: Sequence[int], kv_class: type = Batc
     if kind is KVCache:
         return kv_class(left_padding)
     if kind is RotatingKVCache:
-        return BatchRing(template.max_size, left_padding)
+        return ring_class(template.max_size, left_padding)
     if kind is ArraysCache:
         return BatchState(len(template.cache), left_padding)
     if kind is CacheList:
-        return BatchList(*(batch_cache_for(c, left_padding, kv_class) for c in template.caches))
+        return BatchList(*(batch_cache_for(c, left_padding, kv_class, ring_class)
+                           for c in template.caches))
     raise ValueError(  # not gated: refusal
         f"{kind.__name__} has no batch form (mlx-lm cannot batch it either); "
         "run this model at B=1 or give it KVCache/RotatingKVCache/ArraysCache layers"
@@ -72,12 +75,13 @@ def refuse_unbatchable(model) -> None:
         )
 
 
-def make_batch_caches(model, batch_size: int, *, kv_class: type = BatchKV) -> list:
+def make_batch_caches(model, batch_size: int, *, kv_class: type = BatchKV,
+                      ring_class: type = BatchRing) -> list:
     """Empty batch caches for ``batch_size`` rows: mlx-lm merging that many fresh
     caches, which is what its BatchGenerator does for new prompts (left_padding zero)."""
     refuse_unbatchable(model)
     padding = [0] * batch_size
-    caches = [batch_cache_for(c, padding, kv_class) for c in single_caches(model)]
+    caches = [batch_cache_for(c, padding, kv_class, ring_class) for c in single_caches(model)]
     return share_uploads(caches)
 
 

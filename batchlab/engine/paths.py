@@ -8,6 +8,8 @@
     kvmix     4-bit KV, 8-bit in the most KL-sensitive quarter of the layers; as kv8
     kv8-g32 kv4-g32 kv8-s8 kv4-s8   group 32, or a quantized-KV start of 8
     kv4h      4-bit KV, Hadamard-rotated keys served dequantized; no oracle: lab kl only
+    invariant every row equal to itself run alone on this path, at any B and schedule;
+              gated row by row against its solo runs (``reference = "solo"``), not the oracle
 
 A new path is one entry in ``PATHS``: its scheduler, its gate and what it refuses. The
 matrix runner, the server and the bench all resolve names here (``resolve_path``), and
@@ -24,6 +26,7 @@ from mlx import nn
 
 from batchlab.engine.compiled import CompiledScheduler, unsupported_reason
 from batchlab.engine.fast import FastScheduler
+from batchlab.engine.invariant import InvariantScheduler
 from batchlab.engine.quantized_path import KVScheme, refuses_quantized, scheduler_for
 from batchlab.engine.scheduler import Scheduler
 from batchlab.lab.kl import KV4_KL_GATE, KV8_KL_GATE, LAB_KL_GATE, KLGate
@@ -49,6 +52,9 @@ class EnginePath:
     kl_gate: KLGate | None  # None: bit-exact or FAIL
     refuses: Callable[[nn.Module], str | None] = _takes_every_model  # why not this model
     kv_scheme: KVScheme | None = None  # quantized KV: the oracle is mlx-lm's serial run
+    # what a cell is compared with: "oracle" (mlx-lm's goldens, or live) or "solo" (each
+    # row against its own run alone on this same path: batch invariance, no golden)
+    reference: str = "oracle"
 
 
 def _kv_path(name: str, scheme: KVScheme, gate: KLGate) -> EnginePath:
@@ -69,6 +75,8 @@ PATHS = {
     "kv8-s8": _kv_path("kv8-s8", KVScheme(bits=8, start=8), KV8_KL_GATE),
     "kv4-s8": _kv_path("kv4-s8", KVScheme(bits=4, start=8), KV4_KL_GATE),
     "kv4h": _kv_path("kv4h", KVScheme(bits=4, rotated=True), KV4_KL_GATE),
+    "invariant": EnginePath(name="invariant", scheduler=InvariantScheduler, kl_gate=None,
+                            reference="solo"),
 }
 
 

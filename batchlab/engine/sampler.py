@@ -14,9 +14,10 @@ Where the draw's random bits come from is the one choice:
 - ``BatchSampler``: the batch's shared sampler (mlx-lm's ``BatchGenerator(sampler=...)``).
   One categorical call over the (B, V) batch per forward, from MLX's global key, so a
   row's draw depends on B and on its position: the oracle's rule, reproduced for the gate.
-- the server's ``RowSampler`` (``batchlab/serve/row_sampler.py``): a row that owns its
-  PRNG key, so its bits never depend on B or its neighbours. mlx-lm has no such rule, so
-  no oracle gates it: it lives with the server, not here.
+- ``RowSampler``: a row that owns its PRNG key and splits it once per token, so its random
+  bits depend only on its seed and its token count, never on B or its neighbours (serving,
+  and the invariant path). mlx-lm has no such rule: the invariant path's solo gate (each
+  row against its run alone) is what checks it.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ class SamplingParams:
     top_p: float = 1.0  # 1 = off
     top_k: int = 0  # 0 = off
     min_p: float = 0.0  # 0 = off
-    seed: int = 0  # the server's RowSampler: the row's key; the matrix: MLX's global seed
+    seed: int = 0  # RowSampler: the row's key; BatchSampler runs: MLX's global seed
     xtc_probability: float = 0.0  # 0 = off
     xtc_threshold: float = 0.1  # mlx-lm's default
 
@@ -135,6 +136,22 @@ class BatchSampler:
         if self.params.greedy:
             return mx.argmax(logprobs, axis=-1)
         return mx.random.categorical(filtered_logits(logprobs, self.params))
+
+
+class RowSampler:
+    """One row's own sampler. ``key`` advances by one split per sampled token."""
+
+    def __init__(self, params: SamplingParams):
+        self.params = params
+        self.key = None if params.greedy else mx.random.key(params.seed)
+
+    def __call__(self, logprobs: mx.array) -> mx.array:
+        """``logprobs``: shape (1, V). Returns shape (1,) uint32. (XTC's coin, if on, comes
+        from MLX's global key: mlx-lm's op takes no key.)"""
+        if self.params.greedy:
+            return mx.argmax(logprobs, axis=-1)
+        self.key, draw = mx.random.split(self.key)
+        return mx.random.categorical(filtered_logits(logprobs, self.params), key=draw)
 
 
 def sample_rows(logprobs: mx.array, samplers: list) -> mx.array:

@@ -42,6 +42,7 @@ from batchlab.engine.config import MLX_LM_DEFAULTS, ScheduleConfig
 from batchlab.engine.history import History, fresh_history
 from batchlab.engine.kv import BatchKV
 from batchlab.engine.processors import process_rows
+from batchlab.engine.ring import BatchRing
 from batchlab.engine.sampler import GREEDY, BatchSampler, SamplingParams, sample_rows
 
 # BatchGenerator frees MLX's buffer cache every 512 decode steps of its lifetime. The
@@ -68,12 +69,14 @@ class Emission:
 
 
 class Scheduler:
-    """The l1 path. Subclasses (other paths) may swap the full-attention cache class."""
+    """The l1 path. Subclasses (other paths) may swap the full-attention and
+    sliding-window cache classes."""
 
     kv_class: type = BatchKV
     # serving's prompt cache: a row that finishes hands back its caches on its Emission
     # (extracted before the filter drops it, as BatchGenerator's Response.prompt_cache)
     keep_finished_histories: bool = False
+    ring_class: type = BatchRing
 
     def __init__(self, model: nn.Module, config: ScheduleConfig = MLX_LM_DEFAULTS,
                  sampling: SamplingParams = GREEDY, row_sampler: type = BatchSampler):
@@ -217,7 +220,8 @@ class Scheduler:
 
     def _fresh_caches(self, n: int) -> list:
         """Empty caches for ``n`` admitted rows (a path may build its own)."""
-        return layers.make_batch_caches(self.model, n, kv_class=self.kv_class)
+        return layers.make_batch_caches(self.model, n, kv_class=self.kv_class,
+                                        ring_class=self.ring_class)
 
     def _join_prefilled(self) -> None:
         ready = [i for i, s in enumerate(self.prompt.seqs) if not s.unprefilled]

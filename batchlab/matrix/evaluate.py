@@ -50,6 +50,9 @@ def evaluate_cell(cell: Cell, ref: Reference) -> CellResult:
         return CellResult.of(cell, status=status, detail=detail, rerun=rerun_command(cell, ref),
                              seconds=round(time.perf_counter() - start, 3), **kw)
 
+    if _reference_kind(cell) == "solo":
+        return _solo_gate(cell, result)
+
     try:
         golden = _reference(cell, ref)
     except GoldenError as err:
@@ -113,6 +116,41 @@ def _lab_gate(cell, golden, got, divergence, result, tokens, note: str = ""):
                   f"not bit-exact ({where}); {stats.describe()}; gate max KL <= "
                   f"{gate.max_kl:g}, same top-1 >= {gate.min_same_top1:.0%}",
                   tokens=tokens, divergence=divergence.as_dict(), kl=stats.as_dict())
+
+
+def _reference_kind(cell: Cell) -> str:
+    from batchlab.engine.paths import PATHS
+
+    path = PATHS.get(cell.path)
+    return "oracle" if path is None else path.reference
+
+
+def _solo_gate(cell: Cell, result) -> CellResult:
+    """A batch-invariant path: every row against its own run alone (``matrix/solo.py``);
+    no golden, no oracle, no tolerance."""
+    from batchlab.matrix.engine_run import Unsupported, run_cell
+    from batchlab.matrix.solo import refusal, solo_reference
+
+    reason = refusal(cell)
+    if reason:
+        return result(Status.UNSUPPORTED, f"the solo gate cannot judge this cell: {reason}",
+                      tokens=0)
+    try:
+        got = run_cell(cell)
+        want = solo_reference(cell, got)
+    except Unsupported as err:
+        return result(Status.UNSUPPORTED, str(err), tokens=0)
+    except Exception as err:  # noqa: BLE001
+        return result(Status.ERROR, f"engine crashed: {type(err).__name__}: {err}", tokens=0,
+                      traceback=traceback.format_exc())
+    tokens = sum(len(v) for v in got.rows.values())
+    divergence = first_divergence(want, got, [r.name for r in cell.rows])
+    if divergence is None:
+        return result(Status.PASS, f"{tokens} tokens, every row bit-identical to its solo "
+                      "run", tokens=tokens)
+    return result(Status.FAIL, f"not batch-invariant: {divergence.describe()} (expected = "
+                  "the row run alone on this path)", tokens=tokens,
+                  divergence=divergence.as_dict())
 
 
 def _has_values(trajectory) -> bool:

@@ -70,7 +70,7 @@ HISTORY_PARK_STEP, HISTORY_RESUME_STEP = 5, 8
 RESUME_LENGTH = 3
 SCRIPTS = ("static", "join", "evict", "join-evict", "staggered", "trickle", "evict-many",
            "evict-early", "late-join", "park-resume", "prefix-join", "history")
-PADDINGS = ("equal", "ragged")
+PADDINGS = ("equal", "ragged", "needle")  # needle: see needle_prompts
 
 # Prompt length of each named context. "wrap" is >= 3x the zoo's sliding window (8), so
 # prefill alone overflows the ring and decoding runs far past it.
@@ -184,6 +184,8 @@ def scenario_rows(
     names = row_names(batch)
     if padding == "chat":
         prompts = [chat_question(model, i) for i in range(batch)]
+    elif padding == "needle":
+        prompts = needle_prompts(names, context_len, seed)
     elif padding.startswith("corpus-"):
         lengths = prompt_lengths(padding.removeprefix("corpus-"), context_len, batch)
         prompts = [corpus_slice(model, n, length, seed) for n, length in zip(names, lengths)]
@@ -191,6 +193,21 @@ def scenario_rows(
         lengths = prompt_lengths(padding, context_len, batch)
         prompts = [seeded_prompt(n, length, seed) for n, length in zip(names, lengths)]
     return tuple(Row(name=n, prompt=p, max_tokens=steps) for n, p in zip(names, prompts))
+
+
+NEEDLE_SEED = 0  # the needle's ids do not change with the cell's seed: one solo run
+
+
+def needle_prompts(names: list[str], context_len: int, seed: int) -> list[tuple[int, ...]]:
+    """vLLM's needle test: one fixed prompt (``context_len`` ids, the same in every cell)
+    at a seeded position among fillers of seeded mixed lengths 1 .. 2 * context_len.
+    Another seed is another trial: other position, filler lengths and contents."""
+    digest = hashlib.sha256(f"needle/{seed}/{len(names)}/{context_len}".encode()).digest()
+    rng = np.random.default_rng(int.from_bytes(digest[:8], "little"))
+    at = int(rng.integers(0, len(names)))
+    lengths = rng.integers(1, 2 * context_len + 1, size=len(names))
+    return [seeded_prompt("needle", context_len, NEEDLE_SEED) if i == at
+            else seeded_prompt(n, int(lengths[i]), seed) for i, n in enumerate(names)]
 
 
 def chat_question(model: str, i: int) -> tuple[int, ...]:

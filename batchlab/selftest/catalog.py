@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from batchlab.selftest import (
     cache_bugs,
     history_bugs,
+    invariant_bugs,
     model_bugs,
     quantized_bugs,
     regime_bugs,
@@ -38,14 +39,20 @@ class SeededBug:
     # How the gate must see it. A silent bug that only ever shows up as ERROR is more
     # likely an injector broken by an engine change (a TypeError in the patch) than a catch.
     caught_as: str = "FAIL"
+    # the matrix the candidates come from, relative to the project root; None: the one
+    # the self-test runs (the default matrix). The invariance bugs use the solo gate's.
+    matrix: str | None = None
 
 
 def _bug(name: str, cells: str, inject: Callable[[], list[Patch]], history: str,
-         caught_as: str = "FAIL") -> SeededBug:
+         caught_as: str = "FAIL", matrix: str | None = None) -> SeededBug:
     """The description is the injector's docstring: one text, next to the code it tells."""
     doc = " ".join((inject.__doc__ or "").split())
     return SeededBug(name=name, description=doc, history=history, cells=cells, inject=inject,
-                     caught_as=caught_as)
+                     caught_as=caught_as, matrix=matrix)
+
+
+INVARIANT_MATRIX = "matrices/invariant.toml"
 
 
 RAGGED = "l1/{m}/B3/ragged/static/ctx-short"
@@ -262,6 +269,29 @@ CATALOG: tuple[SeededBug, ...] = (
          quantized_bugs.ring_scales_as_float16,
          "rule: mx.quantize's scales and biases are in the input's dtype (bf16 here), "
          "unlike GGUF's float16 block scales; caught by the sliding-window KL gate"),
+    # -- batch invariance (matrices/invariant.toml, the solo gate; docs/invariant.md)
+    _bug("invariant-l1-shared-pointer",
+         "invariant/gpt-oss/B16/needle/join-evict/*,invariant/gemma4-26b/B16/needle/staggered/*",
+         invariant_bugs.shared_ring_pointer,
+         "rule: FACTS.md, sliding-window rows differ from B=1 once the ring rotates "
+         "because the batch ring pointer is shared; the negative control of issue 20",
+         matrix=INVARIANT_MATRIX),
+    _bug("invariant-window-decode-mask-dropped",
+         "invariant/gemma3/B16/needle/join-evict/*,invariant/gpt-oss/B16/needle/join-evict/*",
+         invariant_bugs.window_decode_mask_dropped,
+         "rule: attention over exactly a row's keys (issue 20); padding in a row's "
+         "window must stay masked", matrix=INVARIANT_MATRIX),
+    _bug("invariant-window-cut-keeps-padding",
+         "invariant/gemma3/B32/needle/evict-many/*/seed1",
+         invariant_bugs.window_cut_keeps_padding,
+         "rule: engine window.py: cutting the columns no window reads lowers "
+         "left_padding with them", matrix=INVARIANT_MATRIX),
+    _bug("invariant-joiner-state-zeroed",
+         "invariant/qwen3.5/B16/needle/join-evict/*,invariant/mamba2/B16/needle/staggered/*",
+         invariant_bugs.joiner_state_zeroed,
+         "rule: a joiner's SSM state travels with it into the running batch (extend); "
+         "alone it is never appended, so the solo gate sees the loss",
+         matrix=INVARIANT_MATRIX),
 )
 # fmt: on
 

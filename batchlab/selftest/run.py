@@ -15,11 +15,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from batchlab.defaults import PROJECT_ROOT
 from batchlab.display import shown
 from batchlab.matrix.cell import Cell
 from batchlab.matrix.evaluate import Reference, evaluate_cell
 from batchlab.matrix.result import CellResult
 from batchlab.matrix.runner import select
+from batchlab.matrix.solo import forget_solo_runs
 from batchlab.matrix.spec import load_matrix
 from batchlab.selftest.catalog import SeededBug, select_bugs
 from batchlab.selftest.inject import InjectionError, applied
@@ -96,14 +98,18 @@ def run_selftest(
 ) -> SelftestReport:
     """Control first, then each bug (always un-patched afterwards, see ``inject.applied``)."""
     start = time.perf_counter()
-    cells = load_matrix(matrix)
     bugs = select_bugs(bug)
-    ref = Reference(matrix=shown(matrix), goldens=Path(goldens))  # shown: for rerun lines
-    per_bug = {b.name: candidates(b, cells) for b in bugs}
+    matrices = {None: Path(matrix)} | {b.matrix: PROJECT_ROOT / b.matrix for b in bugs if b.matrix}
+    cells_of = {key: load_matrix(path) for key, path in matrices.items()}
+    refs = {key: Reference(matrix=shown(path), goldens=Path(goldens))  # shown: rerun lines
+            for key, path in matrices.items()}
+    per_bug = {b.name: candidates(b, cells_of[b.matrix]) for b in bugs}
+    ref_of = {c.id: refs[b.matrix] for b in bugs for c in per_bug[b.name]}
     union = {c.id: c for b in bugs for c in per_bug[b.name]}
-    order = {c.id: i for i, c in enumerate(cells)}
+    order = {c.id: i for i, c in enumerate(c for cells in cells_of.values() for c in cells)}
     on_step(f"control: {len(union)} cells, no bug")
-    control = tuple(evaluate_cell(c, ref) for c in sorted(union.values(), key=lambda c: order[c.id]))
+    control = tuple(evaluate_cell(c, ref_of[c.id])
+                    for c in sorted(union.values(), key=lambda c: order[c.id]))
     if any(r.status not in CLEAN for r in control):
         return SelftestReport(control=control, kills=(), seconds=time.perf_counter() - start)
     kills = []
@@ -111,7 +117,11 @@ def run_selftest(
         on_step(f"{b.name}: {len(per_bug[b.name])} cells")
         try:
             with applied(b.inject()):
-                results = tuple(evaluate_cell(c, ref) for c in per_bug[b.name])
+                forget_solo_runs()  # solo references are runs of the (now patched) engine
+                try:
+                    results = tuple(evaluate_cell(c, ref_of[c.id]) for c in per_bug[b.name])
+                finally:
+                    forget_solo_runs()
         except InjectionError as err:  # evaluate_cell never raises: this is the patching
             kills.append(Kill(bug=b, results=(), broken=str(err)))
             continue

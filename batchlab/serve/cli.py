@@ -31,7 +31,9 @@ def add_serve_parser(sub) -> None:
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", required=True, help="zoo name or mlx-lm model directory")
     p.add_argument("--path", default="l1",
-                   help="engine path: l1 (default), fast, compiled (batchlab/engine/paths.py)")
+                   help="engine path: l1 (default), fast, compiled, invariant (an answer "
+                        "equals the same request sent alone), kv8, kv4, kvmix, ... "
+                        "(batchlab/engine/paths.py)")
     p.add_argument("--kv-bits", type=int, default=None, choices=(4, 8),
                    help="quantize the KV cache (mlx-lm's flag): runs the matching kv path")
     p.add_argument("--kv-group-size", type=int, default=64, help="KV quantization group (64)")

@@ -28,11 +28,11 @@ from mlx import nn
 
 from batchlab.defaults import DEFAULT_PROMPT_CACHE_SIZE
 from batchlab.engine.config import ScheduleConfig
+from batchlab.engine.sampler import RowSampler
 from batchlab.engine.scheduler import Scheduler
 from batchlab.serve.budget import RowCost, measure_row_cost
 from batchlab.serve.job import Done, EngineUnavailable, Job, Token, make_job
 from batchlab.serve.prompt_cache import PromptCache
-from batchlab.serve.row_sampler import RowSampler
 from batchlab.serve.worker import EngineStats, EngineWorker
 
 IDLE_WAIT_S = 0.05  # how long an idle engine sleeps before looking at its inbox again

@@ -11,8 +11,7 @@ from dataclasses import dataclass, field
 import mlx.core as mx
 
 from batchlab.engine.processors import ProcessorParams
-from batchlab.engine.sampler import SamplingParams
-from batchlab.serve.row_sampler import RowSampler
+from batchlab.engine.sampler import RowSampler, SamplingParams
 
 log = logging.getLogger("batchlab.serve.engine")
 

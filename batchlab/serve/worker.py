@@ -27,11 +27,11 @@ from mlx import nn
 from batchlab.engine.batch import Request
 from batchlab.engine.config import ScheduleConfig
 from batchlab.engine.history import History
+from batchlab.engine.sampler import RowSampler
 from batchlab.engine.scheduler import Scheduler, engine_stream
 from batchlab.serve.budget import RowCost
 from batchlab.serve.job import Done, GuardedSampler, Job, Token
 from batchlab.serve.prompt_cache import PromptCache
-from batchlab.serve.row_sampler import RowSampler
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -173,8 +173,7 @@ def test_own_key_sampler_draws_make_samplers_distribution():
     figures are the same on every run."""
     from mlx_lm.sample_utils import make_sampler
 
-    from batchlab.engine.sampler import SamplingParams, filtered_logits
-    from batchlab.serve.row_sampler import RowSampler
+    from batchlab.engine.sampler import RowSampler, SamplingParams, filtered_logits
 
     params = SamplingParams(temperature=0.8, top_k=6, top_p=0.95, seed=1)
     logits = mx.array([[2.0, 1.5, 1.4, 0.3, 0.0, -0.5, -1.0, -3.0]])

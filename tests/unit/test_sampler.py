@@ -5,9 +5,8 @@ import pytest
 from mlx_lm import sample_utils
 
 from batchlab.engine.batch import Request
-from batchlab.engine.sampler import BatchSampler, SamplingParams, filtered_logits
+from batchlab.engine.sampler import BatchSampler, RowSampler, SamplingParams, filtered_logits
 from batchlab.engine.scheduler import Scheduler
-from batchlab.serve.row_sampler import RowSampler
 from batchlab.zoo import load
 
 

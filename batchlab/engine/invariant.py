@@ -1,0 +1,65 @@
+"""The ``invariant`` path: a row's bits do not depend on B, its neighbours or the schedule.
+
+Every row's logprobs, at every step, equal the same row's run alone (B = 1) on this
+path, whatever B, its position in the batch, its neighbours' lengths and contents, and
+when it joined or they left. l1's schedule is kept (admission, prefill chunks, joins,
+evictions); what a row's bits could depend on is removed, per source
+(docs/invariant.md has the table of what varies on each backend):
+
+- the ring layout: sliding-window layers get ``WindowKV`` (each row's keys in temporal
+  order, masked padding only in front) instead of ``BatchRing``, whose pointer is
+  shared by the batch;
+- the matmul kernel chosen by M: where the backend's GEMM is not row-invariant across M
+  (GPUs), every projection runs in blocks of a fixed number of rows (``rowblock.py``);
+  on the CPU backend it is invariant already and the model runs as it is;
+- mask or no mask: full-attention decode masks are dropped only where that cannot
+  change a bit (the CPU backend), as on l1, so on a GPU a row alone is masked too.
+
+It is not bit-exact with mlx-lm's batch mode on sliding-window models (another key
+order) nor on a GPU (other kernels): its gate is each row against itself alone on this
+path (``EnginePath.reference == "solo"``), and its distance from l1 is measured by KL.
+"""
+
+from __future__ import annotations
+
+import mlx.core as mx
+from mlx import nn
+
+from batchlab.engine.batch import Request
+from batchlab.engine.config import MLX_LM_DEFAULTS, ScheduleConfig
+from batchlab.engine.rowblock import blocked_model
+from batchlab.engine.sampler import GREEDY, RowSampler, SamplingParams
+from batchlab.engine.scheduler import Scheduler
+from batchlab.engine.window import WindowKV
+
+# Rows per GEMM on backends whose matmul kernel depends on M. 64 sits inside the range
+# the H200 probes found identical for every shape tried (FACTS.md: 4096x4096 switches
+# between M=2 and M=64; 4-bit switches between M=3 and M=8).
+GPU_ROW_BLOCK = 64
+
+
+def default_row_block() -> int | None:
+    """None on the CPU backend (its matmul is row-invariant across M: docs/invariant.md),
+    ``GPU_ROW_BLOCK`` elsewhere."""
+    return None if mx.default_device().type == mx.cpu else GPU_ROW_BLOCK
+
+
+class InvariantScheduler(Scheduler):
+    """l1's scheduler with per-row window caches and, where needed, row-blocked GEMMs."""
+
+    ring_class = WindowKV
+    row_block: int | None = None  # None: default_row_block(); 0: never block; N: N rows
+
+    def __init__(self, model: nn.Module, config: ScheduleConfig = MLX_LM_DEFAULTS,
+                 sampling: SamplingParams = GREEDY, row_sampler: type = RowSampler):
+        rows = default_row_block() if self.row_block is None else self.row_block
+        super().__init__(blocked_model(model, rows) if rows else model, config, sampling,
+                         row_sampler)
+        self.rows_per_gemm = rows
+
+    def insert(self, requests: list[Request]) -> None:
+        for request in requests:
+            if request.history is not None:
+                raise ValueError(f"request {request.name!r} brings prompt-cache history; the "
+                                 "invariant path does not take history yet (use path l1)")
+        super().insert(requests)

@@ -1,0 +1,59 @@
+"""Seeded bugs that break batch invariance (``batchlab/engine/{invariant,window}.py``).
+
+They are caught by the solo gate of ``matrices/invariant.toml``: a row's bits then depend
+on its neighbours, so some row of a needle cell differs from its run alone. The first is
+the negative control of issue 20: the invariant path with l1's ring (one ring pointer
+shared by the batch), which is what the path exists to remove.
+"""
+
+from __future__ import annotations
+
+import mlx.core as mx
+
+from batchlab.engine import invariant, state, window
+from batchlab.engine.ring import BatchRing
+from batchlab.selftest.inject import Patch, original
+
+
+def shared_ring_pointer() -> list[Patch]:
+    """The invariant path keeps l1's ``BatchRing``: every row writes at one ring pointer
+    shared by the batch, so a row's keys sit in an order set by its neighbours (l1 on a
+    sliding-window model, the negative control: fp32 rows differ by ~1e-6)."""
+    return [Patch(owner=invariant.InvariantScheduler, name="ring_class", value=BatchRing)]
+
+
+def window_decode_mask_dropped() -> list[Patch]:
+    """``WindowKV.make_mask`` returns no mask at decode steps, so a short row attends to
+    the padding columns its longer neighbours put in its window."""
+    clean = original(window.WindowKV, "make_mask")
+
+    def make_mask(self, N, return_array=False, window_size=None):
+        return None if N == 1 else clean(self, N, return_array, window_size)
+
+    return [Patch(owner=window.WindowKV, name="make_mask", value=make_mask)]
+
+
+def window_cut_keeps_padding() -> list[Patch]:
+    """When the buffer grows, the columns no window reads are cut but ``left_padding``
+    is not lowered with them: the mask then hides real keys of the padded rows."""
+
+    def cut(self):
+        cut = self.view_start()
+        if cut > 0:
+            self.keys, self.values = self.keys[..., cut:, :], self.values[..., cut:, :]
+            self._idx -= cut
+
+    return [Patch(owner=window.WindowKV, name="_cut_unread", value=cut)]
+
+
+def joiner_state_zeroed() -> list[Patch]:
+    """A joiner's SSM / conv state is replaced by zeros when it is appended to the
+    running batch (its prefill is lost), so it decodes differently than alone, where it
+    starts the batch and is never appended."""
+    clean = original(state.BatchState, "extend")
+
+    def extend(self, other):
+        other.cache = [None if c is None else mx.zeros_like(c) for c in other.cache]
+        clean(self, other)
+
+    return [Patch(owner=state.BatchState, name="extend", value=extend)]

@@ -1,0 +1,194 @@
+"""The invariant path's pieces: WindowKV's layout, row-blocked GEMMs, the needle, the solo gate."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import mlx.core as mx
+import pytest
+from mlx import nn
+
+from batchlab.defaults import DEFAULT_GOLDENS
+from batchlab.engine.invariant import InvariantScheduler
+from batchlab.engine.paths import PATHS
+from batchlab.engine.ring import BatchRing
+from batchlab.engine.rowblock import BlockedEmbedding, BlockedLinear, blocked_model, blocked_rows
+from batchlab.engine.sampler import SamplingParams
+from batchlab.engine.window import WindowKV, window_left_padding
+from batchlab.matrix.engine_run import run_cell, run_script
+from batchlab.matrix.evaluate import Reference, evaluate_cell
+from batchlab.matrix.scenarios import needle_prompts, row_names, seeded_prompt
+from batchlab.matrix.solo import forget_solo_runs, solo_cell
+from batchlab.matrix.spec import expand
+from batchlab.selftest.inject import Patch, applied
+from batchlab.status import Status
+from batchlab.zoo import load
+
+REF = Reference(matrix="test", goldens=DEFAULT_GOLDENS)
+
+
+def columns(first: int, n: int, rows: int = 2) -> mx.array:
+    """Keys whose value is their column label, (rows, 1, n, 1)."""
+    return mx.broadcast_to(mx.arange(first, first + n, dtype=mx.float32)[None, None, :, None],
+                           (rows, 1, n, 1))
+
+
+def labels(keys: mx.array) -> list[list[float]]:
+    return keys[:, 0, :, 0].tolist()
+
+
+def test_window_kv_reads_only_the_window_with_padding_in_front():
+    cache = WindowKV(4, [0, 4])  # row B: 4 columns of padding, then 2 keys
+    cache.update_and_fetch(columns(0, 6), columns(0, 6))
+    assert cache._idx == 6 and cache.offset_host.tolist() == [6, 2]
+    mask = cache.make_mask(1, return_array=True)
+    assert mask.shape == (2, 1, 1, 4)
+    assert mask[:, 0, 0].tolist() == [[True, True, True, True], [False, True, True, True]]
+    keys, _ = cache.update_and_fetch(columns(100, 1), columns(100, 1))
+    assert labels(keys) == [[3.0, 4.0, 5.0, 100.0]] * 2
+    assert window_left_padding(cache).tolist() == [-4, 0]
+    prefill = cache.make_mask(2)  # 3 older keys and 2 new, window 4, causal
+    assert prefill.shape == (2, 1, 2, 5)
+    assert prefill.astype(mx.int32)[0, 0].tolist() == [[1, 1, 1, 1, 0], [0, 1, 1, 1, 1]]
+
+
+def test_window_kv_cuts_unread_columns_when_it_grows():
+    cache = WindowKV(4, [0, 30])
+    cache.update_and_fetch(columns(0, 32), columns(0, 32))
+    assert cache.keys.shape[2] == 32 and cache._idx == 32
+    keys, _ = cache.update_and_fetch(columns(100, 1), columns(100, 1))
+    # 29 columns no window reads are cut, padding lowered with them, then 32 more columns
+    assert cache.keys.shape[2] == 35 and cache._idx == 4
+    assert cache.left_padding_host.tolist() == [-29, 1]
+    assert cache.offset_host.tolist() == [33, 3]
+    assert labels(keys) == [[29.0, 30.0, 31.0, 100.0]] * 2
+    assert cache.make_mask(1, return_array=True)[:, 0, 0].tolist() == [[True] * 4] * 2
+    row = cache.extract(1)
+    assert row.keys[0, 0, :, 0].tolist() == [30.0, 31.0, 100.0] and row.offset == 3
+
+
+def test_window_kv_drops_an_all_true_decode_mask_on_the_cpu_only():
+    cache = WindowKV(4, [0, 0])
+    cache.update_and_fetch(columns(0, 5), columns(0, 5))
+    assert cache.make_mask(1) is None
+    assert cache.make_mask(1, return_array=True).shape == (2, 1, 1, 4)
+
+
+def test_blocked_rows_pad_split_and_cut_give_the_plain_product_on_the_cpu():
+    layer = nn.Linear(8, 5)
+    x = mx.random.normal((2, 7, 8), key=mx.random.key(3))
+    calls = []
+
+    def spy(block):
+        calls.append(block.shape)
+        return layer(block)
+
+    got = blocked_rows(spy, x, 4)
+    assert calls == [(4, 8)] * 4  # 14 rows padded to 16, four GEMMs of exactly 4 rows
+    assert got.shape == (2, 7, 5)
+    assert mx.array_equal(got, layer(x)).item()
+
+
+def test_blocked_model_wraps_every_projection_and_leaves_the_model_alone():
+    model = load("gemma3").model  # tied embeddings: the head is embed_tokens.as_linear
+    clone = blocked_model(model, 4)
+    wrapped = [n for n, m in clone.named_modules() if isinstance(m, BlockedLinear)]
+    plain = [n for n, m in model.named_modules() if isinstance(m, nn.Linear)]
+    assert len(wrapped) == len(plain) == 28
+    assert isinstance(clone.model.embed_tokens, BlockedEmbedding)
+    assert not any(isinstance(m, (BlockedLinear, BlockedEmbedding))
+                   for _, m in model.named_modules())
+    assert clone.model.layers[0].self_attn.q_proj.inner.weight is \
+        model.model.layers[0].self_attn.q_proj.weight  # no copy of the weights
+    quantized = nn.QuantizedLinear.from_linear(nn.Linear(64, 32), group_size=32, bits=4)
+    x = mx.random.normal((3, 64), key=mx.random.key(1))
+    assert mx.array_equal(BlockedLinear(quantized, 2)(x), quantized(x)).item()
+
+
+NEEDLE = seeded_prompt("needle", 5, 0)
+
+
+def test_the_needle_is_one_fixed_prompt_at_a_seeded_place_among_mixed_fillers():
+    places = []
+    for seed, lengths in ((0, [7, 5, 3, 7, 2, 4]), (1, [5, 2, 1, 1, 7, 5])):
+        prompts = needle_prompts(row_names(6), 5, seed)
+        assert [len(p) for p in prompts] == lengths
+        places.append([i for i, p in enumerate(prompts) if p == NEEDLE])
+    assert places == [[1], [5]]
+    assert NEEDLE == (75, 75, 1, 247, 56)
+
+
+def cell(model: str, path: str = "invariant", batch: int = 6, script: str = "join-evict",
+         **extra):
+    return expand({"defaults": {"path": path, "steps": 10},
+                   "sweep": [{"models": [model], "batch": [batch], "padding": ["needle"],
+                              "scripts": [script], "contexts": ["short"], **extra}]})[0]
+
+
+def test_solo_cell_is_the_row_alone_on_the_same_path():
+    c = cell("gpt-oss")
+    alone = solo_cell(c, c.rows[2])
+    assert alone.id == "invariant/gpt-oss/B1/solo/solo-C/ctx-short/steps10"
+    assert [str(e) for e in alone.events] == ["insert C at 0"]
+    assert alone.rows == (c.rows[2],)
+
+
+def test_the_solo_gate_passes_the_invariant_path_and_fails_a_shared_ring():
+    c = cell("gpt-oss")  # float32: the shared ring's order shows in the bits
+    assert evaluate_cell(c, REF).status == Status.PASS
+    forget_solo_runs()
+    try:
+        with applied([Patch(owner=InvariantScheduler, name="ring_class", value=BatchRing)]):
+            result = evaluate_cell(c, REF)
+    finally:
+        forget_solo_runs()
+    assert result.status == Status.FAIL
+    assert result.detail.startswith("not batch-invariant: row B token #2 (step 4): bits")
+
+
+def test_the_solo_gate_refuses_a_shared_sampler_at_temperature():
+    c = replace(cell("llama"), sampling=SamplingParams(temperature=0.7, seed=1))
+    result = evaluate_cell(c, REF)
+    assert result.status == Status.UNSUPPORTED
+    assert "global key" in result.detail
+
+
+def test_the_invariant_path_is_l1_on_full_attention_models_on_the_cpu():
+    # no ring, and the CPU matmul is row-invariant: nothing to change, so the same bits
+    c = cell("llama", batch=8, script="staggered")
+    l1, inv = run_cell(replace(c, path="l1")), run_cell(c)
+    assert {n: [s.digest for s in r] for n, r in l1.rows.items()} == \
+        {n: [s.digest for s in r] for n, r in inv.rows.items()}
+
+
+@pytest.mark.parametrize("model", ["gemma3", "qwen3.5"])
+def test_row_blocked_gemms_keep_the_bits_on_the_cpu(model):
+    """Forcing the GPU's row blocking on the CPU (whose GEMM is row-invariant) changes no
+    bit: the clone computes what the model computes."""
+
+    class Blocked(InvariantScheduler):
+        row_block = 4
+
+    c = cell(model, batch=5)
+    loaded = load(model)
+    plain = run_script(c, loaded.model, loaded.dtype, scheduler_class=InvariantScheduler)
+    blocked = run_script(c, loaded.model, loaded.dtype, scheduler_class=Blocked)
+    assert {n: [s.digest for s in r] for n, r in plain.rows.items()} == \
+        {n: [s.digest for s in r] for n, r in blocked.rows.items()}
+
+
+def test_the_invariant_path_refuses_history():
+    from batchlab.engine.batch import Request
+    from batchlab.engine.history import History
+
+    scheduler = PATHS["invariant"].scheduler(load("llama").model)
+    with pytest.raises(ValueError, match="does not take history yet"):
+        scheduler.insert([Request(name="A", prompt=(1, 2), max_tokens=2,
+                                  history=History(caches=[], tokens=()))])
+
+
+def test_window_kv_masks_a_decode_step_when_the_model_window_is_narrower():
+    cache = WindowKV(4, [0])
+    cache.update_and_fetch(columns(0, 5, rows=1), columns(0, 5, rows=1))
+    mask = cache.make_mask(1, window_size=2)  # the view holds 4 keys, the window 2
+    assert mask[0, 0, 0].tolist() == [False, False, True, True]
