@@ -48,10 +48,11 @@ class InvariantScheduler(Scheduler):
     """l1's scheduler with per-row window caches and, where needed, row-blocked GEMMs."""
 
     ring_class = WindowKV
+    row_sampler_default = RowSampler  # a row's draws from its own key: B-invariant
     row_block: int | None = None  # None: default_row_block(); 0: never block; N: N rows
 
     def __init__(self, model: nn.Module, config: ScheduleConfig = MLX_LM_DEFAULTS,
-                 sampling: SamplingParams = GREEDY, row_sampler: type = RowSampler):
+                 sampling: SamplingParams = GREEDY, row_sampler: type | None = None):
         rows = default_row_block() if self.row_block is None else self.row_block
         super().__init__(blocked_model(model, rows) if rows else model, config, sampling,
                          row_sampler)

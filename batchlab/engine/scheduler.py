@@ -73,13 +73,16 @@ class Scheduler:
     sliding-window cache classes."""
 
     kv_class: type = BatchKV
+    # the sampler of a row with its own settings, unless the caller names one: a path
+    # whose rows must not depend on B (invariant) draws from each row's own key
+    row_sampler_default: type = BatchSampler
     # serving's prompt cache: a row that finishes hands back its caches on its Emission
     # (extracted before the filter drops it, as BatchGenerator's Response.prompt_cache)
     keep_finished_histories: bool = False
     ring_class: type = BatchRing
 
     def __init__(self, model: nn.Module, config: ScheduleConfig = MLX_LM_DEFAULTS,
-                 sampling: SamplingParams = GREEDY, row_sampler: type = BatchSampler):
+                 sampling: SamplingParams = GREEDY, row_sampler: type | None = None):
         """``row_sampler`` makes the sampler of a request with its own settings:
         BatchSampler (MLX's global key, drawn per row in batch order: what BatchGenerator
         does with per-row samplers, so the gate's rule) or the server's own-key
@@ -88,7 +91,7 @@ class Scheduler:
         self.config = config
         # rows without their own sampler share this one, as BatchGenerator(sampler=...)
         self.shared_sampler = BatchSampler(sampling)
-        self.row_sampler = row_sampler
+        self.row_sampler = row_sampler or self.row_sampler_default
         self.max_decoding = max(config.completion_batch_size, config.prefill_batch_size)
         self.queue: list[Sequence] = []
         self.prompt = PromptBatch()

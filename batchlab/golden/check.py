@@ -44,10 +44,21 @@ def expected_stamp(cell: Cell, fingerprint: str) -> Stamp:
     )
 
 
+def has_golden(cell: Cell) -> bool:
+    """Whether the cell is judged against the oracle's golden: a path whose reference is
+    ``solo`` (the invariant path) compares each row with its own run alone instead."""
+    from batchlab.engine.paths import PATHS
+
+    path = PATHS.get(cell.path)
+    return path is None or path.reference == "oracle"
+
+
 def unique_scenarios(cells: list[Cell]) -> list[Cell]:
+    """One cell per golden (cells that share a scenario share its golden)."""
     seen: dict[str, Cell] = {}
     for cell in cells:
-        seen.setdefault(cell.scenario_id, cell)
+        if has_golden(cell):
+            seen.setdefault(cell.scenario_id, cell)
     return list(seen.values())
 
 

@@ -60,13 +60,13 @@ def current_pins(matrix: Path, goldens: Path, keep: Pins | None = None) -> Pins:
     """The pin the matrix and this backend's goldens give now (other backends from
     ``keep``). Every golden must be trustworthy: a missing or stale one raises."""
     from batchlab.backend import backend_key
-    from batchlab.golden.check import load_checked
+    from batchlab.golden.check import has_golden, load_checked
     from batchlab.golden.store import GoldenError
     from batchlab.matrix.spec import load_matrix
 
     cells = load_matrix(matrix)
     bugs, problems = [], []
-    for cell in cells:
+    for cell in filter(has_golden, cells):
         try:
             if load_checked(cell, goldens, shown(matrix)).oracle_bug:
                 bugs.append(cell.id)

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from batchlab.engine.paths import resolve_path
+from batchlab.engine.sampler import RowSampler
 from batchlab.matrix.cell import Cell, Event, Row
 from batchlab.trajectory import Trajectory
 
@@ -32,9 +34,11 @@ def refusal(cell: Cell) -> str | None:
     if not cell.sampling.greedy:
         return ("a shared sampler at temperature > 0 draws one batched categorical from "
                 "MLX's global key, which depends on B; give rows their own seeded samplers")
-    if any(r.sampling is not None and not r.sampling.greedy for r in cell.rows):
-        return ("per-row samplers draw from MLX's global key in batch order in the matrix "
-                "driver (BatchSampler), which depends on B and position")
+    own_keys = resolve_path(cell.path).scheduler.row_sampler_default is RowSampler
+    if not own_keys and any(r.sampling is not None and not r.sampling.greedy
+                            for r in cell.rows):
+        return ("per-row samplers on this path draw from MLX's global key in batch order "
+                "(BatchSampler), which depends on B and position")
     if any(e.action in ("park", "resume") for e in cell.events) or any(r.prefix for r in cell.rows):
         return "the solo gate compares fresh rows; park/resume and prefixes are not solo runs"
     return None

@@ -1,0 +1,37 @@
+"""Oracle bugs found by batchlab and not (yet) flagged in goldens, pinned so a fix in
+mlx-lm shows up here.
+
+baichuan-m1 (mlx-lm's ``baichuan_m1``): each attention layer runs a 2-tap conv over
+time on its keys and values, with the previous token's key/value kept in an
+ArraysCache. BatchGenerator right-pads ragged prompts for one prefill; the conv state
+then ends on a pad token's key for the short rows, and their first decode step (which
+feeds the last prompt token) convolves with it. So a short row beside a long one is
+not the row alone. The engine's l1 path reproduces the oracle bit for bit (its cells
+pass); the invariant path's solo gate is what found it."""
+
+import mlx.core as mx
+from mlx_lm.generate import BatchGenerator, generate_step
+
+from batchlab.zoo import load
+
+
+def _short_row_batched_vs_alone(name: str) -> float:
+    model = load(name).model
+    long, short = list(range(10, 30)), [5, 6, 7]
+    generator = BatchGenerator(model, max_tokens=3)
+    uid = generator.insert([long, short])[1]
+    batched = []
+    while len(batched) < 3:
+        _, responses = generator.next()
+        batched += [r.logprobs for r in responses if r.uid == uid]
+    alone = [lp for _, lp in generate_step(mx.array(short), model, max_tokens=3)]
+    return max(float(mx.abs(a - b).max()) for a, b in zip(alone, batched))
+
+
+def test_baichuan_m1_batch_mode_mixes_a_short_rows_conv_state_with_padding():
+    assert _short_row_batched_vs_alone("baichuan-m1") > 1.0
+
+
+def test_falcon_h1_short_row_batched_is_the_row_alone():
+    # the control: another CacheList hybrid, whose state is masked by the prefill lengths
+    assert _short_row_batched_vs_alone("falcon-h1") == 0.0
