@@ -60,7 +60,16 @@ class InvariantScheduler(Scheduler):
 
     def insert(self, requests: list[Request]) -> None:
         for request in requests:
-            if request.history is not None:
+            if request.history is not None:  # not gated: refusal
                 raise ValueError(f"request {request.name!r} brings prompt-cache history; the "
                                  "invariant path does not take history yet (use path l1)")
         super().insert(requests)
+
+
+class BlockedInvariantScheduler(InvariantScheduler):
+    """The invariant path with its GPU row blocking on every backend, at 8 rows a GEMM:
+    the CPU gate then reaches the blocking code the H200 runs (a batch of 16 is two
+    blocks, a joiner's step one padded block)."""
+
+    row_block = 8
+

@@ -10,6 +10,7 @@
     kv4h      4-bit KV, Hadamard-rotated keys served dequantized; no oracle: lab kl only
     invariant every row equal to itself run alone on this path, at any B and schedule;
               gated row by row against its solo runs (``reference = "solo"``), not the oracle
+    invariant-blocked  the same with its GPU row blocking on every backend (8-row GEMMs)
 
 A new path is one entry in ``PATHS``: its scheduler, its gate and what it refuses. The
 matrix runner, the server and the bench all resolve names here (``resolve_path``), and
@@ -26,7 +27,7 @@ from mlx import nn
 
 from batchlab.engine.compiled import CompiledScheduler, unsupported_reason
 from batchlab.engine.fast import FastScheduler
-from batchlab.engine.invariant import InvariantScheduler
+from batchlab.engine.invariant import BlockedInvariantScheduler, InvariantScheduler
 from batchlab.engine.quantized_path import KVScheme, refuses_quantized, scheduler_for
 from batchlab.engine.scheduler import Scheduler
 from batchlab.lab.kl import KV4_KL_GATE, KV8_KL_GATE, LAB_KL_GATE, KLGate
@@ -77,10 +78,12 @@ PATHS = {
     "kv4h": _kv_path("kv4h", KVScheme(bits=4, rotated=True), KV4_KL_GATE),
     "invariant": EnginePath(name="invariant", scheduler=InvariantScheduler, kl_gate=None,
                             reference="solo"),
+    "invariant-blocked": EnginePath(name="invariant-blocked", kl_gate=None, reference="solo",
+                                    scheduler=BlockedInvariantScheduler),
 }
 
 
-def kv_path_for(bits: int, group_size: int = 64, start: int = 0) -> str:
+def kv_path_for(bits: int, group_size: int = 64, start: int = 0) -> str:  # not gated: serve
     """The name of the quantized-KV path with these settings (mlx-lm's ``--kv-bits``,
     ``--kv-group-size``, ``--quantized-kv-start``), registered as ``kv<bits>-g<group>-s<start>``
     when no entry has them yet. Raises ValueError for settings mx.quantize lacks."""

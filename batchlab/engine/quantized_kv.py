@@ -48,19 +48,19 @@ class KVQuant:
     start: int = 0
 
     def __post_init__(self):
-        if self.bits not in QUANT_BITS:
+        if self.bits not in QUANT_BITS:  # not gated: input
             raise ValueError(f"kv bits {self.bits} not supported; choose from {QUANT_BITS}")
-        if self.group_size not in QUANT_GROUP_SIZES:
+        if self.group_size not in QUANT_GROUP_SIZES:  # not gated: input
             raise ValueError(f"kv group size {self.group_size} not supported; choose from "
                              f"{QUANT_GROUP_SIZES}")
-        if self.start < 0:
+        if self.start < 0:  # not gated: input
             raise ValueError("the quantized-KV start must be >= 0")
 
-    def words(self, dim: int, dtype_size: int = 2) -> int:
+    def words(self, dim: int, dtype_size: int = 2) -> int:  # not gated: lab only
         """uint32 words of one packed key of ``dim`` elements (ints, scales, biases)."""
         return dim * self.bits // 32 + 2 * (dim // self.group_size) * dtype_size // 4
 
-    def bytes_per_element(self, dtype_size: int = 2) -> float:
+    def bytes_per_element(self, dtype_size: int = 2) -> float:  # not gated: lab only
         """Bytes per cached element: the ints plus one scale and one bias per group."""
         return self.bits / 8 + 2 * dtype_size / self.group_size
 
@@ -162,7 +162,7 @@ class QuantizedMode:
         dims = self._dims or other._dims
         self._dims = other._dims = dims
 
-    def kv_nbytes(self) -> int:
+    def kv_nbytes(self) -> int:  # not gated: protocol
         return 0 if self.keys is None else self.keys.nbytes + self.values.nbytes
 
 
@@ -184,7 +184,7 @@ class BatchQuantizedKV(QuantizedMode, BatchKV):
         self._align_format(other)
         super().extend(other)
 
-    def extract(self, idx: int):
+    def extract(self, idx: int):  # not gated: kv history
         """Row ``idx`` as mlx-lm's ``QuantizedKVCache`` (or ``KVCache`` before the switch)."""
         row = super().extract(idx)
         if not self.quantized:
@@ -196,7 +196,8 @@ class BatchQuantizedKV(QuantizedMode, BatchKV):
         return cache
 
     @classmethod
-    def merge_quantized(cls, caches: Sequence, quant: KVQuant) -> BatchQuantizedKV:
+    def merge_quantized(  # not gated: kv history
+            cls, caches: Sequence, quant: KVQuant) -> BatchQuantizedKV:
         """Left-pad single-row caches (mlx-lm ``QuantizedKVCache`` rows, or ``KVCache``
         rows, quantized here) to the longest, as ``BatchKV.merge`` does."""
         packed = [_packed_row(c, quant) for c in caches]
@@ -214,14 +215,14 @@ class BatchQuantizedKV(QuantizedMode, BatchKV):
         return cache
 
 
-def _row_dims(c, quant: KVQuant) -> tuple[int, int, str]:
+def _row_dims(c, quant: KVQuant) -> tuple[int, int, str]:  # not gated: kv history
     if isinstance(c.keys, tuple):
         return (c.keys[0].shape[3] * 32 // quant.bits, c.values[0].shape[3] * 32 // quant.bits,
                 dtype_name(c.keys[1].dtype))
     return dims_of(c.keys, c.values)
 
 
-def _packed_row(c, quant: KVQuant) -> tuple[mx.array, mx.array] | None:
+def _packed_row(c, quant: KVQuant) -> tuple[mx.array, mx.array] | None:  # not gated: kv history
     if c.keys is None:
         return None
     if isinstance(c.keys, tuple):

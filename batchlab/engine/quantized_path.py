@@ -21,6 +21,7 @@ from mlx_lm.models.cache import CacheList, KVCache, RotatingKVCache
 from batchlab.engine import layers
 from batchlab.engine.quantized_kv import BatchQuantizedKV, KVQuant
 from batchlab.engine.quantized_ring import BatchQuantizedRing
+from batchlab.engine.rotated_kv import BatchRotatedKV
 from batchlab.engine.scheduler import Scheduler
 from batchlab.engine.state import BatchList
 
@@ -90,9 +91,7 @@ class QuantizedScheduler(Scheduler):
         self.plan = self.scheme.plan(model)
 
     def _fresh_caches(self, n: int) -> list:
-        if self.scheme.rotated:
-            from batchlab.engine.rotated_kv import BatchRotatedKV
-
+        if self.scheme.rotated:  # not gated: lab only
             return quantized_caches(self.model, [0] * n, self.plan, BatchRotatedKV)
         return quantized_caches(self.model, [0] * n, self.plan)
 
@@ -106,16 +105,17 @@ def refuses_quantized(scheme: KVScheme):
     mlx-lm's quantized attention has no sinks)."""
 
     def refuses(model: nn.Module) -> str | None:
-        if type(model).__module__.endswith("gpt_oss"):
+        if type(model).__module__.endswith("gpt_oss"):  # not gated: refusal
             return "gpt-oss attention uses sinks, which mlx-lm's quantized SDPA refuses"
-        if count_attention_caches(model) == 0:
+        if count_attention_caches(model) == 0:  # not gated: refusal
             return "the model has no attention caches to quantize"
-        if scheme.rotated and any(type(c) is RotatingKVCache for c in attention_templates(model)):
+        rings = any(type(c) is RotatingKVCache for c in attention_templates(model))
+        if scheme.rotated and rings:  # not gated: lab only
             return "rotated keys are implemented for full-attention layers only"
         for dim in head_dims(model):
-            if scheme.rotated and dim & (dim - 1):
+            if scheme.rotated and dim & (dim - 1):  # not gated: lab only
                 return f"a Hadamard rotation needs a power-of-two head dim, not {dim}"
-            if dim % scheme.group_size:
+            if dim % scheme.group_size:  # not gated: refusal
                 return (f"head dim {dim} is not a multiple of the kv group size "
                         f"{scheme.group_size} (mx.quantize groups are 32, 64 or 128)")
         return None
@@ -127,6 +127,7 @@ def head_dims(model: nn.Module) -> set[int]:
     args = getattr(model, "args", None)
     cfg = vars(args) if args is not None else {}
     dims = {cfg.get("head_dim") or 0, cfg.get("global_head_dim") or 0}
-    if not (dims - {0}) and cfg.get("hidden_size") and cfg.get("num_attention_heads"):
+    unnamed = not (dims - {0}) and cfg.get("hidden_size") and cfg.get("num_attention_heads")
+    if unnamed:  # not gated: config
         dims = {cfg["hidden_size"] // cfg["num_attention_heads"]}
     return dims - {0}

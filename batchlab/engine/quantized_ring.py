@@ -34,7 +34,7 @@ class QuantizedRingRow:
     quant: KVQuant
     dims: tuple[int, int, str] | None
 
-    def size(self) -> int:
+    def size(self) -> int:  # not gated: kv history
         return 0 if self.keys is None else min(self.keys.shape[2], self.max_size)
 
 
@@ -56,7 +56,7 @@ class BatchQuantizedRing(QuantizedMode, BatchRing):
         self._align_format(other)
         super().extend(other)
 
-    def extract(self, idx: int):
+    def extract(self, idx: int):  # not gated: kv history
         """Row ``idx``: mlx-lm's ``RotatingKVCache`` before the switch, else a
         ``QuantizedRingRow`` (packed, temporal order, padding cut)."""
         row = super().extract(idx)
@@ -66,7 +66,8 @@ class BatchQuantizedRing(QuantizedMode, BatchRing):
                                 offset=row.offset, quant=self.quant, dims=self._dims)
 
     @classmethod
-    def merge_quantized(cls, rows: Sequence, quant: KVQuant) -> BatchQuantizedRing:
+    def merge_quantized(  # not gated: kv history
+            cls, rows: Sequence, quant: KVQuant) -> BatchQuantizedRing:
         """Left-pad rows (``QuantizedRingRow`` or mlx-lm ``RotatingKVCache``, quantized
         here) to the longest, keeping each row's own RoPE offset (``BatchRing.merge``)."""
         max_size = rows[0].max_size
@@ -86,13 +87,13 @@ class BatchQuantizedRing(QuantizedMode, BatchRing):
         return cache
 
 
-def _dims_of(r) -> tuple[int, int, str]:
+def _dims_of(r) -> tuple[int, int, str]:  # not gated: kv history
     if isinstance(r, QuantizedRingRow):
         return r.dims
     return dims_of(r.keys, r.values)
 
 
-def _temporal_packed(r, quant: KVQuant):
+def _temporal_packed(r, quant: KVQuant):  # not gated: kv history
     if r.keys is None:
         return None
     if isinstance(r, QuantizedRingRow):

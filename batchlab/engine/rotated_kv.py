@@ -23,7 +23,7 @@ from batchlab.engine.quantized_kv import BatchQuantizedKV
 
 
 @functools.lru_cache(maxsize=8)
-def hadamard(dim: int, dtype_name: str) -> mx.array:
+def hadamard(dim: int, dtype_name: str) -> mx.array:  # not gated: lab only
     """The (dim, dim) Sylvester Hadamard matrix over sqrt(dim): orthonormal, symmetric."""
     if dim < 1 or dim & (dim - 1):
         raise ValueError(f"a Hadamard rotation needs a power-of-two head dim, not {dim}")
@@ -33,7 +33,7 @@ def hadamard(dim: int, dtype_name: str) -> mx.array:
     return (h / dim**0.5).astype(getattr(mx, dtype_name))
 
 
-class BatchRotatedKV(BatchQuantizedKV):
+class BatchRotatedKV(BatchQuantizedKV):  # not gated: lab only
     """BatchQuantizedKV whose keys are stored rotated and served dequantized."""
 
     @property

@@ -28,7 +28,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import mlx.core as mx
-import numpy as np
 from mlx_lm.models.cache import RotatingKVCache
 
 from batchlab.engine.kv import BatchKV
@@ -84,16 +83,16 @@ class WindowKV(BatchKV):
         return mx.array(causal_mask_host(N, self._idx - start, left_padding=padding,
                                          window=window))
 
-    def size(self) -> int:
+    def size(self) -> int:  # not gated: kv history
         return min(self._idx, self.max_size)
 
-    def is_trimmable(self) -> bool:
+    def is_trimmable(self) -> bool:  # not gated: kv history
         return False
 
-    def to_quantized(self, group_size: int = 64, bits: int = 4):
+    def to_quantized(self, group_size: int = 64, bits: int = 4):  # not gated: protocol
         raise NotImplementedError("WindowKV has no quantized form")
 
-    def extract(self, idx: int) -> RotatingKVCache:
+    def extract(self, idx: int) -> RotatingKVCache:  # not gated: kv history
         """Row ``idx`` as mlx-lm's ``RotatingKVCache``: its newest keys (at most
         ``max_size``), in temporal order."""
         first = max(int(self.left_padding_host[idx]), self._idx - self.max_size, 0)
@@ -102,11 +101,6 @@ class WindowKV(BatchKV):
         return ring_row(self.max_size, keys, values, int(self.offset_host[idx]))
 
     @classmethod
-    def merge(cls, caches):
+    def merge(cls, caches):  # not gated: refusal
         raise ValueError("the invariant path does not take rows with history yet "
                          "(WindowKV has no merge); run them on the l1 path")
-
-
-def window_left_padding(cache: WindowKV) -> np.ndarray:
-    """Each row's padding inside the view (<= 0: none); for tests and diagnostics."""
-    return cache.left_padding_host - cache.view_start()

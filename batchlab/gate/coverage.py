@@ -61,6 +61,15 @@ REASONS = {
     "context": "a row's processor context always holds its prompt's fed tokens",
     "cpu": "the CPU backend drops all-True decode masks; a GPU keeps them (the H200 runs "
            "take the other way)",
+    "lab only": "kv4h (Hadamard-rotated 4-bit keys) and the layout arithmetic of the lab's "
+                "density table: no oracle exists for them; batchlab lab kl measures them",
+    "kv history": "prompt-cache history of a quantized or invariant row (extract, merge, "
+                  "size): the serial quantized oracle replays fresh rows only and the "
+                  "invariant path refuses history, so no cell can judge it; unit tests check "
+                  "the round trip",
+    "serve": "used by batchlab serve only (its --kv-bits flags name a path); tests/serve "
+             "cover it",
+    "config": "a model config that does not name head_dim: every zoo and real config does",
 }
 
 

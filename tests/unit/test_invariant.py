@@ -14,7 +14,7 @@ from batchlab.engine.paths import PATHS
 from batchlab.engine.ring import BatchRing
 from batchlab.engine.rowblock import BlockedEmbedding, BlockedLinear, blocked_model, blocked_rows
 from batchlab.engine.sampler import SamplingParams
-from batchlab.engine.window import WindowKV, window_left_padding
+from batchlab.engine.window import WindowKV
 from batchlab.matrix.engine_run import run_cell, run_script
 from batchlab.matrix.evaluate import Reference, evaluate_cell
 from batchlab.matrix.scenarios import needle_prompts, row_names, seeded_prompt
@@ -25,6 +25,11 @@ from batchlab.status import Status
 from batchlab.zoo import load
 
 REF = Reference(matrix="test", goldens=DEFAULT_GOLDENS)
+
+
+def window_left_padding(cache: WindowKV):
+    """Each row's padding inside the view (<= 0: none)."""
+    return cache.left_padding_host - cache.view_start()
 
 
 def columns(first: int, n: int, rows: int = 2) -> mx.array:
