@@ -112,7 +112,7 @@ class QuantizedMode:
 
     @property
     def group_size(self) -> int:
-        if not self.quantized:
+        if not self.quantized:  # not gated: protocol
             raise AttributeError("group_size: this cache still holds the model dtype")
         return self.quant.group_size
 
@@ -136,7 +136,7 @@ class QuantizedMode:
             self.switch_to_quantized()
         if not self.quantized:
             return write(keys, values)
-        if self._dims is None:
+        if self._dims is None:  # not gated: misuse
             self._dims = dims_of(keys, values)
         k, v = write(self._pack_keys(keys), pack(values, self.quant))
         # the parent returns keys_and_values() (already served) or, in a ring's

@@ -72,11 +72,11 @@ def quantized_caches(model: nn.Module, left_padding: list[int], plan: list[KVQua
         kind = type(template)
         if kind is KVCache:
             return kv_class(left_padding, next(quants))
-        if kind is RotatingKVCache:
+        if kind is RotatingKVCache:  # one way: no hybrid kv
             return BatchQuantizedRing(template.max_size, left_padding, next(quants))
-        if kind is CacheList:
+        if kind is CacheList:  # not gated: no hybrid kv
             return BatchList(*(build(c) for c in template.caches))
-        return layers.batch_cache_for(template, left_padding)
+        return layers.batch_cache_for(template, left_padding)  # not gated: no hybrid kv
 
     return layers.share_uploads([build(c) for c in layers.single_caches(model)])
 

@@ -78,13 +78,13 @@ def _blocked(value, rows: int):
         return clone
     if isinstance(value, list):
         return [_blocked(v, rows) for v in value]
-    if isinstance(value, dict):
+    if isinstance(value, dict):  # not gated: config
         return {k: _blocked(v, rows) for k, v in value.items()}
     return value
 
 
 def blocked_model(model: nn.Module, rows: int) -> nn.Module:
     """A clone of ``model`` whose projections compute ``rows`` rows at a time."""
-    if rows < 1:
+    if rows < 1:  # not gated: input
         raise ValueError(f"row block must be >= 1, got {rows}")
     return _blocked(model, rows)

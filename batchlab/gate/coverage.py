@@ -69,7 +69,10 @@ REASONS = {
                   "the round trip",
     "serve": "used by batchlab serve only (its --kv-bits flags name a path); tests/serve "
              "cover it",
-    "config": "a model config that does not name head_dim: every zoo and real config does",
+    "config": "a model config that does not name head_dim, or a module that nests its "
+              "children in a dict: no zoo or real model does",
+    "no hybrid kv": "quantized KV on a hybrid model (state or CacheList layers beside its "
+                    "attention): every zoo hybrid has head_dim 16, which quantized KV refuses",
 }
 
 
