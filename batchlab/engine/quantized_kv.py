@@ -162,6 +162,19 @@ class QuantizedMode:
         dims = self._dims or other._dims
         self._dims = other._dims = dims
 
+    # The cache protocol, over the BatchKV / BatchRing this mixes into (it comes first in
+    # their MRO, so super() is the bf16 cache).
+    def update_and_fetch(self, keys: mx.array, values: mx.array):
+        return self._quantized_write(super().update_and_fetch, keys, values)
+
+    def keys_and_values(self):
+        k, v = super().keys_and_values()
+        return self.unpacked(k, v) if self.quantized else (k, v)
+
+    def extend(self, other) -> None:
+        self._align_format(other)
+        super().extend(other)
+
     def kv_nbytes(self) -> int:  # not gated: protocol
         return 0 if self.keys is None else self.keys.nbytes + self.values.nbytes
 
@@ -172,17 +185,6 @@ class BatchQuantizedKV(QuantizedMode, BatchKV):
     def __init__(self, left_padding: Sequence[int], quant: KVQuant):
         super().__init__(left_padding)
         self._init_quant(quant)
-
-    def update_and_fetch(self, keys: mx.array, values: mx.array):
-        return self._quantized_write(super().update_and_fetch, keys, values)
-
-    def keys_and_values(self):
-        k, v = super().keys_and_values()
-        return self.unpacked(k, v) if self.quantized else (k, v)
-
-    def extend(self, other: BatchQuantizedKV) -> None:
-        self._align_format(other)
-        super().extend(other)
 
     def extract(self, idx: int):  # not gated: kv history
         """Row ``idx`` as mlx-lm's ``QuantizedKVCache`` (or ``KVCache`` before the switch)."""

@@ -45,17 +45,6 @@ class BatchQuantizedRing(QuantizedMode, BatchRing):
         super().__init__(max_size, left_padding)
         self._init_quant(quant)
 
-    def update_and_fetch(self, keys: mx.array, values: mx.array):
-        return self._quantized_write(super().update_and_fetch, keys, values)
-
-    def keys_and_values(self):
-        k, v = super().keys_and_values()
-        return self.unpacked(k, v) if self.quantized else (k, v)
-
-    def extend(self, other: BatchQuantizedRing) -> None:
-        self._align_format(other)
-        super().extend(other)
-
     def extract(self, idx: int):  # not gated: kv history
         """Row ``idx``: mlx-lm's ``RotatingKVCache`` before the switch, else a
         ``QuantizedRingRow`` (packed, temporal order, padding cut)."""

@@ -37,27 +37,25 @@ def blocked_rows(fn, x: mx.array, rows: int) -> mx.array:
     return out[:m].reshape(*lead, out.shape[-1])
 
 
-class BlockedLinear(nn.Module):
-    """A Linear or QuantizedLinear whose product runs ``rows`` rows at a time."""
+class _Blocked(nn.Module):
+    """A frozen wrapper of ``inner`` that runs its products ``rows`` rows at a time."""
 
     def __init__(self, inner: nn.Module, rows: int):
         super().__init__()
         self.inner = inner
         self.rows = rows
         self.freeze()
+
+
+class BlockedLinear(_Blocked):
+    """A Linear or QuantizedLinear whose product runs ``rows`` rows at a time."""
 
     def __call__(self, x: mx.array) -> mx.array:
         return blocked_rows(self.inner, x, self.rows)
 
 
-class BlockedEmbedding(nn.Module):
+class BlockedEmbedding(_Blocked):
     """An Embedding whose ``as_linear`` (tied output head) runs ``rows`` rows at a time."""
-
-    def __init__(self, inner: nn.Module, rows: int):
-        super().__init__()
-        self.inner = inner
-        self.rows = rows
-        self.freeze()
 
     def __call__(self, x: mx.array) -> mx.array:
         return self.inner(x)
