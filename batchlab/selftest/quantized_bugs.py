@@ -14,7 +14,7 @@ from batchlab.engine.quantized_kv import QuantizedMode
 from batchlab.engine.quantized_path import KVScheme
 from batchlab.engine.quantized_ring import BatchQuantizedRing
 from batchlab.engine.ring import BatchRing
-from batchlab.selftest.inject import Patch, original
+from batchlab.selftest.inject import Patch, original, wrapped
 
 
 def scales_biases_swapped() -> list[Patch]:
@@ -57,16 +57,21 @@ def ring_scales_as_float16() -> list[Patch]:
     the real model's weight scales) instead of the model dtype (bfloat16): every decode
     step of a sliding-window layer dequantizes garbage."""
 
-    def buggy(self):
-        k, v = BatchRing.keys_and_values(self)
-        if not self.quantized:
-            return k, v
-        dk, dv, dtype = self._dims
+    def make(clean):
+        def buggy(self):
+            if not isinstance(self, BatchQuantizedRing):
+                return clean(self)
+            k, v = BatchRing.keys_and_values(self)
+            if not self.quantized:
+                return k, v
+            dk, dv, dtype = self._dims
 
-        def misread(p, dim):  # float16 bits, converted to the model dtype they should be
-            w, scales, biases = quantized_kv.unpack(p, self.quant, dim, mx.float16)
-            return w, scales.astype(getattr(mx, dtype)), biases.astype(getattr(mx, dtype))
+            def misread(p, dim):  # float16 bits, converted to the model dtype they should be
+                w, scales, biases = quantized_kv.unpack(p, self.quant, dim, mx.float16)
+                return w, scales.astype(getattr(mx, dtype)), biases.astype(getattr(mx, dtype))
 
-        return misread(k, dk), misread(v, dv)
+            return misread(k, dk), misread(v, dv)
+        return buggy
 
-    return [Patch(owner=BatchQuantizedRing, name="keys_and_values", value=buggy)]
+    # the quantized caches share keys_and_values (QuantizedMode); this one misreads rings
+    return [wrapped(QuantizedMode, "keys_and_values", make)]
