@@ -24,6 +24,12 @@ def backend_key() -> str:
     return "metal-" + str(chip).lower().replace(" ", "-")
 
 
+def on_cuda() -> bool:
+    """Whether arrays compute on MLX's CUDA backend (where some kernels differ)."""
+    return (mx.default_device().type == mx.gpu and hasattr(mx, "cuda")
+            and mx.cuda.is_available())
+
+
 def _cuda_arch() -> str:
     """``sm90`` from the device's compute capability when MLX reports it, else its name."""
     info = mx.device_info() if hasattr(mx, "device_info") else {}

@@ -15,6 +15,17 @@ evictions); what a row's bits could depend on is removed, per source
 - mask or no mask: full-attention decode masks are dropped only where that cannot
   change a bit (the CPU backend), as on l1, so on a GPU a row alone is masked too.
 
+On a GPU (and on every backend with ``row_block`` set: ``invariant-blocked``, the CPU
+gate of this code) the kernels themselves depend on the batch, so there also:
+
+- every prompt is prefilled alone (a prompt batch of one row, several per step): its
+  attention, SSM scan and expert sort see the shapes of its run alone, with no
+  neighbour's padding;
+- decode attention runs over exactly each row's keys (``row_attention.py``: a custom
+  CUDA kernel; per-row fused calls elsewhere);
+- MoE experts never sort their tokens and depthwise convolutions sum their taps
+  elementwise (``invariant_modules.py``).
+
 It is not bit-exact with mlx-lm's batch mode on sliding-window models (another key
 order) nor on a GPU (other kernels): its gate is each row against itself alone on this
 path (``EnginePath.reference == "solo"``), and its distance from l1 is measured by KL.
@@ -22,11 +33,15 @@ path (``EnginePath.reference == "solo"``), and its distance from l1 is measured 
 
 from __future__ import annotations
 
+import dataclasses
+
 import mlx.core as mx
 from mlx import nn
 
 from batchlab.engine.batch import Request
 from batchlab.engine.config import MLX_LM_DEFAULTS, ScheduleConfig
+from batchlab.engine.kv import BatchKV
+from batchlab.engine.attention_dispatch import install_dispatch
 from batchlab.engine.rowblock import blocked_model
 from batchlab.engine.sampler import GREEDY, RowSampler, SamplingParams
 from batchlab.engine.scheduler import Scheduler
@@ -44,8 +59,24 @@ def default_row_block() -> int | None:
     return None if mx.default_device().type == mx.cpu else GPU_ROW_BLOCK
 
 
+class RowKV(BatchKV):
+    """BatchKV whose decode attention runs by rows (``row_attention.py``)."""
+
+    attends_rows = True
+
+    def first_keys(self) -> mx.array:
+        return self.left_padding
+
+
+class RowWindowKV(WindowKV):
+    """WindowKV whose decode attention runs by rows (``row_attention.py``)."""
+
+    attends_rows = True
+
+
 class InvariantScheduler(Scheduler):
-    """l1's scheduler with per-row window caches and, where needed, row-blocked GEMMs."""
+    """l1's scheduler with per-row window caches and, where the backend needs them (a
+    GPU, or ``row_block`` set), the kernel-level measures of the module docstring."""
 
     ring_class = WindowKV
     row_sampler_default = RowSampler  # a row's draws from its own key: B-invariant
@@ -54,9 +85,34 @@ class InvariantScheduler(Scheduler):
     def __init__(self, model: nn.Module, config: ScheduleConfig = MLX_LM_DEFAULTS,
                  sampling: SamplingParams = GREEDY, row_sampler: type | None = None):
         rows = default_row_block() if self.row_block is None else self.row_block
-        super().__init__(blocked_model(model, rows) if rows else model, config, sampling,
-                         row_sampler)
+        if rows:
+            # A prompt is prefilled alone (the shapes of its run alone: no padding in its
+            # attention, SSM scan or expert sort), decode attention runs by rows, and MoE
+            # experts and convolutions by token (invariant_modules.py).
+            model = blocked_model(model, rows, invariant_modules=True)
+            self.prompts_per_step = config.prefill_batch_size
+            config = dataclasses.replace(config, prefill_batch_size=1)
+            self.kv_class, self.ring_class = RowKV, RowWindowKV
+            install_dispatch()
+        super().__init__(model, config, sampling, row_sampler)
         self.rows_per_gemm = rows
+
+    prompts_per_step = 1
+
+    def _prefill_chunk(self) -> None:
+        """Prefill with one prompt row at a time: up to ``prompts_per_step`` (the
+        schedule's prefill_batch_size) prompts are each admitted, prefilled alone and
+        joined (first step alone) in one step, so a burst still enters in one step."""
+        super()._prefill_chunk()
+        for _ in range(self.prompts_per_step - 1):
+            if len(self.decode) >= self.max_decoding:
+                return
+            self._join_prefilled()
+            self._admit()
+            if not len(self.prompt):
+                return
+            if self.prompt.seqs[0].unprefilled:  # else a 1-token prompt: joins next round
+                super()._prefill_chunk()
 
     def insert(self, requests: list[Request]) -> None:
         for request in requests:

@@ -10,7 +10,8 @@
     kv4h      4-bit KV, Hadamard-rotated keys served dequantized; no oracle: lab kl only
     invariant every row equal to itself run alone on this path, at any B and schedule;
               gated row by row against its solo runs (``reference = "solo"``), not the oracle
-    invariant-blocked  the same with its GPU row blocking on every backend (8-row GEMMs)
+    invariant-blocked  the same with its GPU measures on every backend (8-row GEMMs)
+    l1-solo   l1 judged by the solo reference: the invariance gate's negative control
 
 A new path is one entry in ``PATHS``: its scheduler, its gate and what it refuses. The
 matrix runner, the server and the bench all resolve names here (``resolve_path``), and
@@ -80,6 +81,9 @@ PATHS = {
                             reference="solo"),
     "invariant-blocked": EnginePath(name="invariant-blocked", kl_gate=None, reference="solo",
                                     scheduler=BlockedInvariantScheduler),
+    # the invariance gate's negative control: l1 judged by the solo reference, which it
+    # must fail on a GPU (matrices/invariant-control.toml)
+    "l1-solo": EnginePath(name="l1-solo", scheduler=Scheduler, kl_gate=None, reference="solo"),
 }
 
 

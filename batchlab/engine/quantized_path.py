@@ -18,7 +18,9 @@ from dataclasses import dataclass
 from mlx import nn
 from mlx_lm.models.cache import CacheList, KVCache, RotatingKVCache
 
+from batchlab.backend import on_cuda
 from batchlab.engine import layers
+from batchlab.engine.attention_dispatch import install_dispatch
 from batchlab.engine.quantized_kv import BatchQuantizedKV, KVQuant
 from batchlab.engine.quantized_ring import BatchQuantizedRing
 from batchlab.engine.rotated_kv import BatchRotatedKV
@@ -66,6 +68,8 @@ def count_attention_caches(model: nn.Module) -> int:
 def quantized_caches(model: nn.Module, left_padding: list[int], plan: list[KVQuant],
                      kv_class: type = BatchQuantizedKV) -> list:
     """Empty batch caches for one batch: attention caches quantized by ``plan``."""
+    if on_cuda():  # not gated: gpu only
+        install_dispatch()  # mlx-lm's quantized attention has no CUDA kernel
     quants = iter(plan)
 
     def build(template):

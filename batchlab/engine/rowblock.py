@@ -12,8 +12,8 @@ row-invariant across M, so the invariant path leaves the model as it is there.
 ``blocked_model(model, rows)`` returns a shallow clone of the module tree whose
 Linear / QuantizedLinear layers and tied-embedding ``as_linear`` compute that way; the
 weights are the same arrays (nothing is copied), and the original model is untouched
-(other paths in the process keep using it). MoE expert products (``gather_mm``) are
-not blocked: see docs/invariant.md.
+(other paths in the process keep using it). MoE experts and depthwise convolutions
+are not blocked but swapped (``invariant_modules.py``).
 """
 
 from __future__ import annotations
@@ -22,6 +22,8 @@ import copy
 
 import mlx.core as mx
 from mlx import nn
+
+from batchlab.engine.invariant_modules import invariant_module
 
 
 def blocked_rows(fn, x: mx.array, rows: int) -> mx.array:
@@ -64,25 +66,30 @@ class BlockedEmbedding(_Blocked):
         return blocked_rows(self.inner.as_linear, x, self.rows)
 
 
-def _blocked(value, rows: int):
+def _blocked(value, rows: int, swap: bool):
     if isinstance(value, (nn.Linear, nn.QuantizedLinear)):
         return BlockedLinear(value, rows)
     if isinstance(value, (nn.Embedding, nn.QuantizedEmbedding)):
         return BlockedEmbedding(value, rows)
+    stand_in = invariant_module(value) if swap else None
+    if stand_in is not None:
+        return stand_in
     if isinstance(value, nn.Module):
         clone = copy.copy(value)  # a shallow copy: the same arrays, its own children
         for key, child in value.items():
-            clone[key] = _blocked(child, rows)
+            clone[key] = _blocked(child, rows, swap)
         return clone
     if isinstance(value, list):
-        return [_blocked(v, rows) for v in value]
+        return [_blocked(v, rows, swap) for v in value]
     if isinstance(value, dict):  # not gated: config
-        return {k: _blocked(v, rows) for k, v in value.items()}
+        return {k: _blocked(v, rows, swap) for k, v in value.items()}
     return value
 
 
-def blocked_model(model: nn.Module, rows: int) -> nn.Module:
-    """A clone of ``model`` whose projections compute ``rows`` rows at a time."""
+def blocked_model(model: nn.Module, rows: int, invariant_modules: bool = False) -> nn.Module:
+    """A clone of ``model`` whose projections compute ``rows`` rows at a time, and with
+    ``invariant_modules`` its MoE experts and depthwise convolutions swapped for the
+    batch-invariant stand-ins of ``invariant_modules.py``."""
     if rows < 1:  # not gated: input
         raise ValueError(f"row block must be >= 1, got {rows}")
-    return _blocked(model, rows)
+    return _blocked(model, rows, invariant_modules)

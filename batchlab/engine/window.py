@@ -47,6 +47,7 @@ class WindowKV(BatchKV):
     def __init__(self, max_size: int, left_padding: Sequence[int]):
         super().__init__(left_padding)
         self.max_size = max_size
+        self.served_start = 0
 
     def view_start(self) -> int:
         """The first column the next forward's queries can see (before it writes)."""
@@ -57,7 +58,12 @@ class WindowKV(BatchKV):
             self._cut_unread()  # before BatchKV reads _idx: the write column moves with it
         start = self.view_start()
         super().update_and_fetch(keys, values)
+        self.served_start = start
         return self.keys[..., start : self._idx, :], self.values[..., start : self._idx, :]
+
+    def first_keys(self) -> mx.array:
+        """Each row's first valid column in the view the last write returned."""
+        return mx.maximum(self.left_padding - self.served_start, 0)
 
     def _cut_unread(self) -> None:
         """Drop the columns no window will read again (the buffer is about to grow).

@@ -73,6 +73,12 @@ REASONS = {
               "children in a dict: no zoo or real model does",
     "no hybrid kv": "quantized KV on a hybrid model (state or CacheList layers beside its "
                     "attention): every zoo hybrid has head_dim 16, which quantized KV refuses",
+    "gpu only": "code that runs only on MLX's CUDA backend (the row-attention kernel, the "
+                "quantized-attention form CUDA takes): the CPU gate cannot reach it; the "
+                "H200 runs do (reports/invariant/cuda-sm90, reports/lab/qkv-cuda-sm90)",
+    "no zoo module": "a module no zoo or real model has (mlx-lm's SwitchMLP, a padded depthwise "
+                     "conv); its stand-in "
+                     "mirrors the SwitchGLU one, which the default matrix gates",
 }
 
 

@@ -68,7 +68,8 @@ SIDECAR_MAX_VOCAB = 4096  # a real vocabulary (49152) makes ~3.5 MB of logprobs 
 def _kl_gated(cell: Cell) -> bool:
     """A quantized-KV cell that cannot be bit-exact keeps its logprobs (a sidecar) for
     its KL gate: a model with sliding-window layers (mlx-lm's serial rings stay in the
-    model dtype), or a start offset (the rows of a batch switch together). Every other
+    model dtype), a start offset (the rows of a batch switch together), or a GPU backend
+    (a batched row is another kernel's product than its serial run). Every other
     quantized cell is gated bit-exact (no sidecar: a difference is a FAIL), except in
     ``--live`` runs, which keep the logprobs of every lab path."""
     scheme = _kv_scheme(cell)
@@ -77,8 +78,9 @@ def _kl_gated(cell: Cell) -> bool:
     from batchlab.oracle.quantized_serial import has_rings
 
     model = load(cell.model).model
+    on_gpu = not backend_key().startswith("cpu-")
     return (model.args.vocab_size <= SIDECAR_MAX_VOCAB
-            and (scheme.start > 0 or has_rings(model)))
+            and (scheme.start > 0 or has_rings(model) or on_gpu))
 
 
 def _quantized_golden(cell: Cell, loaded, scheme, keep_values: bool) -> Golden:

@@ -168,18 +168,40 @@ def test_the_invariant_path_is_l1_on_full_attention_models_on_the_cpu():
 
 @pytest.mark.parametrize("model", ["gemma3", "qwen3.5"])
 def test_row_blocked_gemms_keep_the_bits_on_the_cpu(model):
-    """Forcing the GPU's row blocking on the CPU (whose GEMM is row-invariant) changes no
-    bit: the clone computes what the model computes."""
+    """The GPU's row blocking on the CPU (whose GEMM is row-invariant) changes no bit of a
+    batched forward: the clone computes what the model computes."""
+    from batchlab.engine.layers import make_batch_caches
 
-    class Blocked(InvariantScheduler):
-        row_block = 4
-
-    c = cell(model, batch=5)
     loaded = load(model)
-    plain = run_script(c, loaded.model, loaded.dtype, scheduler_class=InvariantScheduler)
-    blocked = run_script(c, loaded.model, loaded.dtype, scheduler_class=Blocked)
-    assert {n: [s.digest for s in r] for n, r in plain.rows.items()} == \
-        {n: [s.digest for s in r] for n, r in blocked.rows.items()}
+    tokens = mx.array([[3, 5, 7, 11, 13], [17, 19, 23, 29, 31], [2, 4, 6, 8, 10]])
+    blocked = blocked_model(loaded.model, 4)
+    plain = loaded.model(tokens, cache=make_batch_caches(loaded.model, 3))
+    again = blocked(tokens, cache=make_batch_caches(loaded.model, 3))
+    assert bytes(memoryview(plain.astype(mx.float32))) == bytes(memoryview(again.astype(mx.float32)))
+
+
+def test_the_stand_ins_compute_what_the_modules_compute():
+    """invariant_modules.py: the tap-summed depthwise conv, the unsorted experts and the
+    row attention reference give the originals' values (their order differs)."""
+    from mlx_lm.models.switch_layers import SwitchGLU
+
+    from batchlab.engine.invariant_modules import TapConv1d, invariant_module
+    from batchlab.engine.row_attention import row_attention
+
+    mx.random.seed(0)
+    conv = nn.Conv1d(12, 12, 4, groups=12, bias=True)
+    x = mx.random.normal((3, 7, 12))
+    assert mx.allclose(TapConv1d(conv)(x), conv(x), atol=1e-5)
+    assert invariant_module(nn.Conv1d(12, 12, 4)) is None  # not depthwise: kept
+    moe = SwitchGLU(16, 24, 8)
+    tokens = mx.random.normal((70, 16))  # 70 x 2 indices >= 64: mlx-lm sorts them
+    idx = mx.random.randint(0, 8, (70, 2)).astype(mx.uint32)
+    assert mx.allclose(invariant_module(moe)(tokens, idx), moe(tokens, idx), atol=1e-5)
+    q, k, v = (mx.random.normal((2, 4, 1, 16)), mx.random.normal((2, 2, 9, 16)),
+               mx.random.normal((2, 2, 9, 16)))
+    mask = mx.array([[True] * 9, [False] * 3 + [True] * 6]).reshape(2, 1, 1, 9)
+    fused = mx.fast.scaled_dot_product_attention(q, k, v, scale=0.25, mask=mask)
+    assert mx.allclose(row_attention(q, k, v, mx.array([0, 3]), 0.25), fused, atol=1e-6)
 
 
 def test_the_invariant_path_refuses_history():

@@ -204,3 +204,22 @@ def test_rotated_keys_are_stored_quantized_and_served_unrotated():
     want = mx.dequantize(*mx.quantize(k1 @ hadamard(64, "bfloat16"), group_size=64, bits=4),
                          group_size=64, bits=4) @ hadamard(64, "bfloat16")
     assert mx.array_equal(keys[:, :, 3:4], want).item()
+
+
+@pytest.mark.parametrize("mask", ["none", "array", "causal"])
+def test_the_cuda_form_of_quantized_attention_computes_mlx_lms(mask):
+    """quantized_attention.py (the form MLX's CUDA backend runs: the query heads of a
+    group folded into the rows, nothing broadcast) gives mlx-lm's quantized attention."""
+    from mlx_lm.models.base import quantized_scaled_dot_product_attention
+
+    from batchlab.engine.quantized_attention import quantized_attention
+
+    mx.random.seed(1)
+    q = mx.random.normal((2, 8, 3, 64))
+    k, v = mx.random.normal((2, 2, 11, 64)), mx.random.normal((2, 2, 11, 64))
+    qk, qv = mx.quantize(k, group_size=64, bits=4), mx.quantize(v, group_size=64, bits=4)
+    m = {"none": None, "causal": "causal",
+         "array": mx.random.uniform(shape=(2, 1, 3, 11)) > 0.3}[mask]
+    ours = quantized_attention(q, qk, qv, 0.125, m, 64, 4)
+    theirs = quantized_scaled_dot_product_attention(q, qk, qv, 0.125, m, 64, 4)
+    assert mx.allclose(ours, theirs, atol=1e-5)

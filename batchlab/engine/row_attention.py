@@ -1,0 +1,146 @@
+"""Decode attention over exactly each row's keys, in an order fixed by the row alone.
+
+On a GPU, MLX's masked decode attention is not batch-invariant: with a mask array its
+CUDA backend leaves the fused kernels (``sdpa_vector`` takes no mask array, cuDNN decodes
+only from fixed-size caches) for the unfused fallback, whose ``scores @ V`` product
+reduces over the batch's key width, so a row's sum is grouped by where its keys sit
+among its neighbours' padding. The invariant path's decode attention runs here instead:
+
+- on CUDA, one custom kernel (``mx.fast.cuda_kernel``) per layer: a block per (row, query
+  head), four warps; warp ``w`` takes the row's keys ``w, w + 4, ...`` counted from the
+  row's first valid key, with an online softmax, and the warps are combined in order.
+  A row's result depends on its own keys only: not on B, its position, the key width
+  or the padding in front of it;
+- on other backends (the CPU gate of ``invariant-blocked``), each row's attention is one
+  fused call over its own keys (no mask, no padding): the same shapes as alone.
+
+Which keys a row sees comes from its cache (``first_keys``): columns from the row's
+first valid key to the end of the view the cache handed the layer. The model's calls
+reach this module through ``attention_dispatch.py``.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import mlx.core as mx
+
+from batchlab.backend import on_cuda
+
+WARPS = 4  # warps per (row, head) block; part of the fixed reduction order
+
+_KERNEL_SOURCE = """
+    const int b = blockIdx.z;
+    const int h = blockIdx.y;
+    const int lane = threadIdx.x & 31;
+    const int warp = threadIdx.x >> 5;
+    const int n_q_heads = q_shape[1];
+    const int n_kv_heads = k_shape[1];
+    const int width = k_shape[2];
+    const int dk = k_shape[3];
+    const int dv = v_shape[3];
+    const int kv_head = h / (n_q_heads / n_kv_heads);
+    const int first = first_keys[b];
+    const int n = width - first;
+    const float sc = scale[0];
+    constexpr int PER_LANE = MAXD / 32;
+
+    float qv[PER_LANE];
+    float acc[PER_LANE];
+    const T* qp = q + b * q_strides[0] + h * q_strides[1];
+    for (int i = 0; i < PER_LANE; ++i) {
+        int d = lane + 32 * i;
+        qv[i] = d < dk ? static_cast<float>(qp[d * q_strides[3]]) * sc : 0.0f;
+        acc[i] = 0.0f;
+    }
+    float m = NEG_INF;
+    float l = 0.0f;
+    const T* kb = k + b * k_strides[0] + kv_head * k_strides[1];
+    const T* vb = v + b * v_strides[0] + kv_head * v_strides[1];
+    for (int r = warp; r < n; r += NW) {
+        const T* kp = kb + (first + r) * k_strides[2];
+        float s = 0.0f;
+        for (int i = 0; i < PER_LANE; ++i) {
+            int d = lane + 32 * i;
+            if (d < dk) s += qv[i] * static_cast<float>(kp[d * k_strides[3]]);
+        }
+        // a butterfly: every lane ends with the same sum (a + b == b + a exactly)
+        for (int off = 16; off > 0; off >>= 1) s += __shfl_xor_sync(0xffffffff, s, off);
+        float m_new = fmaxf(m, s);
+        float corr = expf(m - m_new);
+        float p = expf(s - m_new);
+        l = l * corr + p;
+        const T* vp = vb + (first + r) * v_strides[2];
+        for (int i = 0; i < PER_LANE; ++i) {
+            int d = lane + 32 * i;
+            if (d < dv) acc[i] = acc[i] * corr + p * static_cast<float>(vp[d * v_strides[3]]);
+        }
+        m = m_new;
+    }
+    __shared__ float warp_m[NW];
+    __shared__ float warp_l[NW];
+    __shared__ float warp_acc[NW][MAXD];
+    if (lane == 0) {
+        warp_m[warp] = m;
+        warp_l[warp] = l;
+    }
+    for (int i = 0; i < PER_LANE; ++i) warp_acc[warp][lane + 32 * i] = acc[i];
+    __syncthreads();
+    if (warp == 0) {
+        float big = HAS_SINKS ? static_cast<float>(sinks[h]) : NEG_INF;
+        for (int w = 0; w < NW; ++w) big = fmaxf(big, warp_m[w]);
+        float total = HAS_SINKS ? expf(static_cast<float>(sinks[h]) - big) : 0.0f;
+        float outv[PER_LANE];
+        for (int i = 0; i < PER_LANE; ++i) outv[i] = 0.0f;
+        for (int w = 0; w < NW; ++w) {
+            float c = expf(warp_m[w] - big);
+            total += warp_l[w] * c;
+            for (int i = 0; i < PER_LANE; ++i) outv[i] += warp_acc[w][lane + 32 * i] * c;
+        }
+        T* op = out + (b * n_q_heads + h) * dv;
+        for (int i = 0; i < PER_LANE; ++i) {
+            int d = lane + 32 * i;
+            if (d < dv) op[d] = static_cast<T>(outv[i] / total);
+        }
+    }
+"""
+
+
+_KERNEL_HEADER = "#define NEG_INF (-__int_as_float(0x7f800000))\n"
+
+
+@functools.cache
+def _kernel():  # not gated: gpu only
+    return mx.fast.cuda_kernel(
+        name="batchlab_row_attention",
+        input_names=["q", "k", "v", "first_keys", "scale", "sinks"], output_names=["out"],
+        source=_KERNEL_SOURCE, header=_KERNEL_HEADER, ensure_row_contiguous=False)
+
+
+def row_attention(queries: mx.array, keys: mx.array, values: mx.array, first_keys: mx.array,
+                  scale: float, sinks: mx.array | None = None) -> mx.array:
+    """Decode attention (one query per row) of row ``b`` over ``keys[b, :, first_keys[b]:]``."""
+    if on_cuda():  # not gated: gpu only
+        return _cuda_row_attention(queries, keys, values, first_keys, scale, sinks)
+    outs = []
+    for b, first in enumerate(first_keys.tolist()):
+        outs.append(mx.fast.scaled_dot_product_attention(
+            queries[b : b + 1], keys[b : b + 1, :, first:], values[b : b + 1, :, first:],
+            scale=scale, sinks=sinks))
+    return mx.concatenate(outs)
+
+
+def _cuda_row_attention(queries, keys, values, first_keys, scale, sinks):  # not gated: gpu only
+    b, n_heads, _, _ = queries.shape
+    dv = values.shape[-1]
+    maxd = 32 * -(-max(queries.shape[-1], dv) // 32)
+    with_sinks = sinks is not None
+    inputs = [queries, keys, values, first_keys.astype(mx.int32),
+              mx.array([scale], dtype=mx.float32),
+              sinks if with_sinks else mx.zeros((1,), dtype=mx.float32)]  # read only with sinks
+    return _kernel()(
+        inputs=inputs,
+        template=[("T", queries.dtype), ("MAXD", maxd), ("NW", WARPS),
+                  ("HAS_SINKS", with_sinks)],
+        grid=(32 * WARPS, n_heads, b), threadgroup=(32 * WARPS, 1, 1),
+        output_shapes=[(b, n_heads, 1, dv)], output_dtypes=[queries.dtype])[0]
