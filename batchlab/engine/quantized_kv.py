@@ -82,16 +82,11 @@ def pack(x: mx.array, q: KVQuant) -> mx.array:
 
 
 def unpack(p: mx.array, q: KVQuant, dim: int, dtype: mx.Dtype) -> tuple[mx.array, ...]:
-    """The (ints, scales, biases) triple ``pack`` stored, for keys of ``dim`` elements.
-
-    Each part is made contiguous: MLX's CUDA ``quantized_matmul`` has no kernel for a
-    strided weight (every one of its kernels asks the whole array to be row-contiguous),
-    and a column slice of the packed array is strided. The copy changes no value."""
+    """The (ints, scales, biases) triple ``pack`` stored, for keys of ``dim`` elements."""
     ints = dim * q.bits // 32
     groups = dim // q.group_size
     sb = mx.contiguous(p[..., ints:]).view(dtype)
-    return (mx.contiguous(p[..., :ints]), mx.contiguous(sb[..., :groups]),
-            mx.contiguous(sb[..., groups:]))
+    return p[..., :ints], sb[..., :groups], sb[..., groups:]
 
 
 class QuantizedMode:

@@ -208,8 +208,8 @@ def test_rotated_keys_are_stored_quantized_and_served_unrotated():
 
 @pytest.mark.parametrize("mask", ["none", "array", "causal"])
 def test_the_cuda_form_of_quantized_attention_computes_mlx_lms(mask):
-    """quantized_attention.py (the form MLX's CUDA backend runs: the query heads of a
-    group folded into the rows, nothing broadcast) gives mlx-lm's quantized attention."""
+    """quantized_attention.py (what the quantized paths run on CUDA, where mlx-lm's has no
+    kernel: dequantize, then fused attention) gives mlx-lm's quantized attention."""
     from mlx_lm.models.base import quantized_scaled_dot_product_attention
 
     from batchlab.engine.quantized_attention import quantized_attention
