@@ -105,11 +105,9 @@ class InvariantScheduler(Scheduler):
         joined (first step alone) in one step, so a burst still enters in one step."""
         super()._prefill_chunk()
         for _ in range(self.prompts_per_step - 1):
-            if len(self.decode) >= self.max_decoding:
-                return
             self._join_prefilled()
-            self._admit()
-            if not len(self.prompt):
+            self._admit()  # admits nothing once the decode batch is full
+            if not len(self.prompt) or len(self.decode) >= self.max_decoding:
                 return
             if self.prompt.seqs[0].unprefilled:  # else a 1-token prompt: joins next round
                 super()._prefill_chunk()

@@ -18,8 +18,9 @@ from __future__ import annotations
 import mlx.core as mx
 
 
-def quantized_attention(queries: mx.array, q_keys: tuple, q_values: tuple, scale: float,
-                        mask, group_size: int, bits: int, sinks=None) -> mx.array:
+def quantized_attention(  # not gated: gpu only
+        queries: mx.array, q_keys: tuple, q_values: tuple, scale: float, mask, group_size: int,
+        bits: int, sinks=None) -> mx.array:
     if sinks is not None:  # not gated: refusal
         raise ValueError("quantized KV does not take attention sinks (as mlx-lm's)")
     # contiguous parts: the cache hands over strided slices of its packed buffer
