@@ -38,10 +38,10 @@ import dataclasses
 import mlx.core as mx
 from mlx import nn
 
+from batchlab.engine.attention_dispatch import install_dispatch
 from batchlab.engine.batch import Request
 from batchlab.engine.config import MLX_LM_DEFAULTS, ScheduleConfig
 from batchlab.engine.kv import BatchKV
-from batchlab.engine.attention_dispatch import install_dispatch
 from batchlab.engine.rowblock import blocked_model
 from batchlab.engine.sampler import GREEDY, RowSampler, SamplingParams
 from batchlab.engine.scheduler import Scheduler
