@@ -220,3 +220,53 @@ def test_window_kv_masks_a_decode_step_when_the_model_window_is_narrower():
     cache.update_and_fetch(columns(0, 5, rows=1), columns(0, 5, rows=1))
     mask = cache.make_mask(1, window_size=2)  # the view holds 4 keys, the window 2
     assert mask[0, 0, 0].tolist() == [False, False, True, True]
+
+
+def test_the_dispatch_sends_kv_shared_layers_to_the_caching_layers_rows(monkeypatch):
+    """attention_dispatch.py: a decode call on a cache that attends by rows goes to the row
+    attention; so does a KV-shared layer's call (no cache) on the keys that cache was just
+    served; any other call goes to mlx-lm's helper unchanged."""
+    from batchlab.engine import attention_dispatch
+
+    calls = []
+    monkeypatch.setattr(attention_dispatch, "row_attention",
+                        lambda q, k, v, first, scale, sinks: calls.append(("rows", first)) or q)
+
+    def original(q, k, v, cache, scale, mask, sinks=None):
+        calls.append(("mlx-lm", mask))
+        return q
+
+    class Cache:
+        attends_rows = True
+
+        def first_keys(self):
+            return "first"
+
+    dispatch = attention_dispatch.make_dispatch(original)
+    q, k, v = mx.zeros((2, 4, 1, 8)), mx.zeros((2, 2, 5, 8)), mx.zeros((2, 2, 5, 8))
+    dispatch(q, k, v, cache=Cache(), scale=1.0, mask="m")
+    dispatch(q, k, v, cache=None, scale=1.0, mask="m")  # KV-shared: the served keys
+    dispatch(q, mx.zeros((2, 2, 5, 8)), v, cache=None, scale=1.0, mask="m")  # other keys
+    dispatch(mx.zeros((2, 4, 3, 8)), k, v, cache=Cache(), scale=1.0, mask="m")  # prefill
+    assert calls == [("rows", "first"), ("rows", "first"), ("mlx-lm", "m"), ("mlx-lm", "m")]
+
+
+def test_gpu_mode_prefills_every_prompt_alone_and_a_burst_in_one_step(monkeypatch):
+    """With its GPU measures on (row_block set), the path prefills each prompt in a
+    forward of its own (no neighbour's padding in it), and still admits, prefills and
+    joins a burst of prefill_batch_size prompts in one step."""
+    from batchlab.engine import scheduler as scheduler_module
+    from batchlab.engine.batch import Request
+    from batchlab.engine.invariant import BlockedInvariantScheduler
+
+    rows = []
+    real = scheduler_module.prefill
+    monkeypatch.setattr(scheduler_module, "prefill",
+                        lambda model, caches, chunks, step: rows.append(len(chunks))
+                        or real(model, caches, chunks, step))
+    s = BlockedInvariantScheduler(load("llama").model)
+    s.insert([Request(name=f"r{i}", prompt=tuple(range(1, 3 + 2 * i)), max_tokens=2)
+              for i in range(5)])
+    s.step()
+    assert rows == [1] * 5
+    assert len(s.decode) == 5
