@@ -19,6 +19,7 @@ served, so the dispatch finds that layer's cache by the keys array it handed out
 from __future__ import annotations
 
 import sys
+from collections import OrderedDict
 
 import mlx.core as mx
 
@@ -26,7 +27,11 @@ from batchlab.backend import on_cuda
 from batchlab.engine.quantized_attention import quantized_attention
 from batchlab.engine.row_attention import row_attention
 
-_SERVED: dict[int, tuple[mx.array, object]] = {}  # id(keys) -> (keys, the cache that served them)
+# id(keys) -> (keys, the cache that served them), newest last. Bounded: a KV-shared layer
+# reads keys served earlier in the same forward, so only the last forward's entries (one
+# per caching layer) matter, and caches that are gone must not keep their keys alive.
+_SERVED: OrderedDict[int, tuple[mx.array, object]] = OrderedDict()
+_SERVED_MAX = 512
 
 
 def _cache_of(keys, cache):
@@ -42,6 +47,8 @@ def _remember(keys, cache) -> None:
         _SERVED.pop(old, None)
     _SERVED[id(keys)] = (keys, cache)
     cache._served_id = id(keys)
+    while len(_SERVED) > _SERVED_MAX:
+        _SERVED.popitem(last=False)
 
 
 def make_dispatch(original):

@@ -81,6 +81,7 @@ class InvariantScheduler(Scheduler):
     ring_class = WindowKV
     row_sampler_default = RowSampler  # a row's draws from its own key: B-invariant
     row_block: int | None = None  # None: default_row_block(); 0: never block; N: N rows
+    prompts_per_step = 1  # prompts admitted and prefilled (each alone) per step: GPU mode
 
     def __init__(self, model: nn.Module, config: ScheduleConfig = MLX_LM_DEFAULTS,
                  sampling: SamplingParams = GREEDY, row_sampler: type | None = None):
@@ -96,8 +97,6 @@ class InvariantScheduler(Scheduler):
             install_dispatch()
         super().__init__(model, config, sampling, row_sampler)
         self.rows_per_gemm = rows
-
-    prompts_per_step = 1
 
     def _prefill_chunk(self) -> None:
         """Prefill with one prompt row at a time: up to ``prompts_per_step`` (the

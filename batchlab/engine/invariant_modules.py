@@ -76,6 +76,9 @@ def is_depthwise(conv: nn.Conv1d) -> bool:
             and conv.dilation == 1)
 
 
+_UNSORTED = ((SwitchGLU, UnsortedSwitchGLU), (SwitchMLP, UnsortedSwitchMLP))
+
+
 def invariant_module(value):
     """The stand-in for ``value``, or None where it has none (a shallow copy keeps the
     original's weights and children; the original is untouched)."""
@@ -87,6 +90,3 @@ def invariant_module(value):
     if isinstance(value, nn.Conv1d) and is_depthwise(value):
         return TapConv1d(value)
     return None
-
-
-_UNSORTED = ((SwitchGLU, UnsortedSwitchGLU), (SwitchMLP, UnsortedSwitchMLP))

@@ -270,3 +270,16 @@ def test_gpu_mode_prefills_every_prompt_alone_and_a_burst_in_one_step(monkeypatc
     s.step()
     assert rows == [1] * 5
     assert len(s.decode) == 5
+
+
+def test_the_dispatch_forgets_the_oldest_served_keys_past_its_bound(monkeypatch):
+    from batchlab.engine import attention_dispatch
+
+    monkeypatch.setattr(attention_dispatch, "_SERVED", attention_dispatch.OrderedDict())
+    monkeypatch.setattr(attention_dispatch, "_SERVED_MAX", 2)
+    caches = [type("C", (), {})() for _ in range(3)]
+    keys = [mx.zeros((1,)) for _ in range(3)]
+    for k, c in zip(keys, caches):
+        attention_dispatch._remember(k, c)
+    assert attention_dispatch._cache_of(keys[0], None) is None
+    assert attention_dispatch._cache_of(keys[2], None) is caches[2]
