@@ -40,22 +40,22 @@ def build_parser() -> argparse.ArgumentParser:
     zoo = sub.add_parser("zoo", help="the built-in tiny models").add_subparsers(
         dest="zoo_command", required=True)
     zoo.add_parser("list", help="every zoo model: architecture, layers, dtype, fingerprint"
-                   ).set_defaults(func=_command("batchlab.zoo.commands", "list_command",
+                   ).set_defaults(func=_command("batchlab.commands.zoo", "list_command",
                                                 lambda fn, args, console: fn(console)))
     build = zoo.add_parser("build", help="build zoo models into the cache folder")
     build.add_argument("names", nargs="*", help="zoo names (default: all)")
-    build.set_defaults(func=_command("batchlab.zoo.commands", "build_command",
+    build.set_defaults(func=_command("batchlab.commands.zoo", "build_command",
                                      lambda fn, args, console: fn(args.names, console)))
     imp = zoo.add_parser("import", help="convert a llama GGUF file into an mlx-lm model dir")
     imp.add_argument("file", type=Path, help="a llama-architecture .gguf (F16/F32/Q4_0/Q4_1/Q8_0)")
     imp.add_argument("--name", default=None, help="directory name prefix (default: file stem)")
-    imp.set_defaults(func=_command("batchlab.zoo.commands", "import_command"))
+    imp.set_defaults(func=_command("batchlab.commands.zoo", "import_command"))
 
     matrix = sub.add_parser("matrix", help="expand and run matrices").add_subparsers(
         dest="matrix_command", required=True)
     ls = matrix.add_parser("list", help="print the cell ids of a matrix")
     _matrix_args(ls, goldens=False)
-    ls.set_defaults(func=_command("batchlab.matrix.commands", "list_command"))
+    ls.set_defaults(func=_command("batchlab.commands.matrix", "list_command"))
     run = matrix.add_parser("run", help="run a matrix against goldens (or --live oracle)")
     _matrix_args(run)
     run.add_argument("--live", action="store_true",
@@ -66,17 +66,36 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--shard", default=None, help="I/N: run every N-th cell from the I-th")
     run.add_argument("--strict", action="store_true",
                      help="ORACLE-BUG and UNSUPPORTED cells fail the run too")
-    run.set_defaults(func=_command("batchlab.matrix.commands", "run_command"))
+    run.set_defaults(func=_command("batchlab.commands.matrix", "run_command"))
 
     golden = sub.add_parser("golden", help="make and check goldens").add_subparsers(
         dest="golden_command", required=True)
     regen = golden.add_parser("regen", help="run the oracle and (re)write goldens")
     _matrix_args(regen)
     regen.add_argument("--jobs", type=int, default=1, help="worker processes")
-    regen.set_defaults(func=_command("batchlab.golden.commands", "regen_command"))
+    regen.set_defaults(func=_command("batchlab.commands.golden", "regen_command"))
     check = golden.add_parser("check", help="report missing, stale and corrupt goldens")
     _matrix_args(check)
-    check.set_defaults(func=_command("batchlab.golden.commands", "check_command"))
+    check.set_defaults(func=_command("batchlab.commands.golden", "check_command"))
+    pins = golden.add_parser("pins", help="compare the gate's pin (cell ids, expected "
+                             "ORACLE-BUG) with matrix + goldens; --write rewrites it")
+    pins.add_argument("--matrix", type=Path, default=DEFAULT_MATRIX)
+    pins.add_argument("--goldens", type=Path, default=DEFAULT_GOLDENS)
+    pins.add_argument("--pins", type=Path, default=None,
+                      help="pin file (default: tests/parity/gate_pins.json)")
+    pins.add_argument("--write", action="store_true", help="rewrite the pin file")
+    pins.set_defaults(func=_command("batchlab.commands.golden", "pins_command"))
+
+    report = sub.add_parser("report", help="report folders").add_subparsers(
+        dest="report_command", required=True)
+    merge = report.add_parser("merge", help="merge the report folders of a sharded run")
+    merge.add_argument("shards", nargs="+", type=Path, help="the shards' report folders")
+    merge.add_argument("--out", type=Path, required=True, help="the merged report folder")
+    merge.add_argument("--matrix", type=Path, default=DEFAULT_MATRIX)
+    merge.add_argument("--filter", default=None, help="the --filter the shards ran with")
+    merge.add_argument("--strict", action="store_true",
+                       help="ORACLE-BUG and UNSUPPORTED cells fail the merged run too")
+    merge.set_defaults(func=_command("batchlab.commands.report", "merge_command"))
 
     selftest = sub.add_parser("selftest", help="inject known batching bugs; each must be caught")
     selftest.add_argument("--matrix", type=Path, default=DEFAULT_MATRIX)
@@ -84,11 +103,11 @@ def build_parser() -> argparse.ArgumentParser:
     selftest.add_argument("--bug", default=None, help="run only bugs whose name contains this")
     selftest.set_defaults(func=_command("batchlab.selftest.run", "selftest_command"))
 
-    from batchlab.bench.cli import add_bench_parser
-    from batchlab.gate.commands import add_gate_parser
+    from batchlab.commands.bench import add_bench_parser
+    from batchlab.commands.gate import add_gate_parser
+    from batchlab.commands.lab import add_lab_parser
     from batchlab.serve.cli import add_serve_parser
     from batchlab.serve.load import add_load_parser
-    from batchlab.teacher.commands import add_lab_parser
     add_bench_parser(sub)
     add_gate_parser(sub)
     add_lab_parser(sub)

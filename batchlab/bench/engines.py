@@ -26,11 +26,11 @@ from dataclasses import dataclass
 import mlx.core as mx
 from mlx import nn
 
-from batchlab.engine.batch import Request
-from batchlab.engine.config import ScheduleConfig
-from batchlab.engine.paths import PATHS as ENGINE_PATHS
-from batchlab.engine.paths import EnginePath
-from batchlab.engine.scheduler import Scheduler
+from batchlab.engine.core.batch import Request
+from batchlab.engine.core.config import ScheduleConfig
+from batchlab.engine.core.scheduler import Scheduler
+from batchlab.engine.paths.registry import PATHS as ENGINE_PATHS
+from batchlab.engine.paths.registry import EnginePath
 
 BATCH_GENERATOR = "BatchGenerator"
 GENERATE_STEP = "generate_step"

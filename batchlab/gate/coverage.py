@@ -88,7 +88,7 @@ class Miss:
     to; a negative target is an exit from the function or the module, coverage.py's
     convention)."""
 
-    file: str  # relative to the project root, e.g. batchlab/engine/kv.py
+    file: str  # relative to the project root, e.g. batchlab/engine/caches/kv.py
     line: int
     target: int | None = None  # None: the line itself never ran
     source: str = ""
@@ -218,9 +218,9 @@ def _measure_here(matrix: str, goldens: str, pattern: str | None) -> dict:
     cov.exclude(ONE_WAY, which="partial")
     cov.start()
     try:
+        from batchlab.cells.select import select
+        from batchlab.cells.spec import load_matrix
         from batchlab.matrix.evaluate import Reference, evaluate_cell
-        from batchlab.matrix.runner import select
-        from batchlab.matrix.spec import load_matrix
 
         cells = select(load_matrix(Path(matrix)), pattern, None)
         ref = Reference(matrix=matrix, goldens=Path(goldens))

@@ -38,8 +38,8 @@ def status_of(exit_code: int | None) -> str:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Outcome:
-    name: str  # mutmut's, e.g. batchlab.engine.kv.xǁBatchKVǁfilter__mutmut_3
-    file: str  # batchlab/engine/kv.py
+    name: str  # mutmut's, e.g. batchlab.engine.caches.kv.xǁBatchKVǁfilter__mutmut_3
+    file: str  # batchlab/engine/caches/kv.py
     status: str
 
 

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from batchlab.backend import backend_key, versions
+from batchlab.cells.cell import Cell
 from batchlab.golden.store import GoldenError, Stamp, golden_path, read_golden
-from batchlab.matrix.cell import Cell
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -47,7 +47,7 @@ def expected_stamp(cell: Cell, fingerprint: str) -> Stamp:
 def has_golden(cell: Cell) -> bool:
     """Whether the cell is judged against the oracle's golden: a path whose reference is
     ``solo`` (the invariant path) compares each row with its own run alone instead."""
-    from batchlab.engine.paths import PATHS
+    from batchlab.engine.paths.registry import PATHS
 
     path = PATHS.get(cell.path)
     return path is None or path.reference == "oracle"

@@ -11,13 +11,13 @@ from __future__ import annotations
 import mlx.core as mx
 from mlx import nn
 
-from batchlab.engine.batch import Request
-from batchlab.engine.config import ScheduleConfig
-from batchlab.engine.history import History, prefix_history
-from batchlab.engine.paths import Unsupported, resolve_path
-from batchlab.engine.scheduler import Scheduler
-from batchlab.matrix.cell import Cell
-from batchlab.matrix.drive import drive_script
+from batchlab.cells.cell import Cell
+from batchlab.cells.drive import drive_script
+from batchlab.engine.core.batch import Request
+from batchlab.engine.core.config import ScheduleConfig
+from batchlab.engine.core.history import History, prefix_history
+from batchlab.engine.core.scheduler import Scheduler
+from batchlab.engine.paths.registry import Unsupported, resolve_path
 from batchlab.trajectory import Trajectory, TrajectoryBuilder
 
 

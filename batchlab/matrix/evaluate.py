@@ -20,10 +20,10 @@ import traceback
 from dataclasses import dataclass
 from pathlib import Path
 
+from batchlab.cells.cell import Cell
+from batchlab.cells.result import CellResult
 from batchlab.golden.store import GoldenError
-from batchlab.matrix.cell import Cell
-from batchlab.matrix.compare import first_divergence
-from batchlab.matrix.result import CellResult
+from batchlab.judging.compare import first_divergence
 from batchlab.status import Status
 
 
@@ -100,8 +100,8 @@ def evaluate_cell(cell: Cell, ref: Reference) -> CellResult:
 def _lab_gate(cell, golden, got, divergence, result, tokens, note: str = ""):
     """Not bit-exact: FAIL on l1; on a lab path, judge its KL statistics (live only).
     ``note`` is appended to the detail (an oracle bug the engine did not reproduce)."""
-    from batchlab.engine.paths import PATHS
-    from batchlab.lab.kl import kl_stats
+    from batchlab.engine.paths.registry import PATHS
+    from batchlab.judging.kl import kl_stats
 
     gate = PATHS[cell.path].kl_gate
     where = divergence.describe() + (f"; {note}" if note else "")
@@ -119,7 +119,7 @@ def _lab_gate(cell, golden, got, divergence, result, tokens, note: str = ""):
 
 
 def _reference_kind(cell: Cell) -> str:
-    from batchlab.engine.paths import PATHS
+    from batchlab.engine.paths.registry import PATHS
 
     path = PATHS.get(cell.path)
     return "oracle" if path is None else path.reference

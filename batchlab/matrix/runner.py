@@ -1,4 +1,4 @@
-"""Select cells, run them (in worker processes, or in this one) and summarise the results.
+"""Run cells (in worker processes, or in this one) and summarise the results.
 
 Each finished cell is appended to ``results.jsonl`` at once, so a run cut short (Ctrl-C)
 still leaves a readable record of what finished; the other report files are rendered
@@ -8,50 +8,12 @@ is that cell's ERROR and the run goes on (workers.py).
 
 from __future__ import annotations
 
-import fnmatch
-from collections import Counter
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from batchlab.matrix.cell import Cell
+from batchlab.cells.cell import Cell
+from batchlab.cells.result import CellResult
 from batchlab.matrix.evaluate import Reference, evaluate_cell
-from batchlab.matrix.result import CellResult
-from batchlab.status import Status
-
-
-def select(cells: list[Cell], pattern: str | None, shard: tuple[int, int] | None) -> list[Cell]:
-    """``pattern``: a glob if it has * ? or [, else a substring of the id; comma-separated
-    alternatives. An alternative that IS a cell's id selects that cell alone (a rerun line
-    names one cell, not the cells whose ids extend it with settings: ``.../ctx-short`` vs
-    ``.../ctx-short/t1_r1``). ``shard`` (i, n), 1-based: every n-th cell starting at i."""
-    if pattern:
-        alternatives = [p.strip() for p in pattern.split(",") if p.strip()]
-        ids = {c.id for c in cells}
-        exact = {p for p in alternatives if p in ids}
-        loose = [p for p in alternatives if p not in exact]
-        cells = [c for c in cells if c.id in exact or any(_matches(c.id, p) for p in loose)]
-    if shard:
-        i, n = shard
-        cells = [c for k, c in enumerate(cells) if k % n == i - 1]
-    return cells
-
-
-def _matches(cell_id: str, pattern: str) -> bool:
-    if any(ch in pattern for ch in "*?["):
-        return fnmatch.fnmatchcase(cell_id, pattern)
-    return pattern in cell_id
-
-
-def parse_shard(text: str | None) -> tuple[int, int] | None:
-    if not text:
-        return None
-    try:
-        i, n = (int(x) for x in text.split("/"))
-    except ValueError:
-        raise ValueError(f"--shard {text!r}: write I/N, e.g. 1/2") from None
-    if not 1 <= i <= n:
-        raise ValueError(f"--shard {text!r}: need 1 <= I <= N")
-    return i, n
 
 
 def run_cells(
@@ -84,16 +46,6 @@ def _evaluate_all(cells, ref, jobs, isolate, worker_init) -> Iterable[CellResult
     from batchlab.matrix.workers import WorkerPool
 
     yield from WorkerPool(ref, jobs, worker_init).run(cells)
-
-
-def summary_line(results: list[CellResult]) -> str:
-    counts = Counter(r.status for r in results)
-    return (f"{counts[Status.PASS]}/{len(results)} cells passed "
-            f"({counts[Status.UNSUPPORTED]} unsupported, {counts[Status.ORACLE_BUG]} oracle-bug)")
-
-
-def exit_status(results: list[CellResult], strict: bool) -> int:
-    return 1 if any(r.status.fails_run(strict) for r in results) else 0
 
 
 def default_report_dir(root: Path = Path("reports/runs")) -> Path:

@@ -1,6 +1,6 @@
 """The solo gate: every row of a cell against the same row run alone on the same path.
 
-A path whose ``reference`` is ``"solo"`` (``batchlab.engine.paths``) promises batch
+A path whose ``reference`` is ``"solo"`` (``batchlab.engine.paths.registry``) promises batch
 invariance, not mlx-lm's bits, so its reference is not a golden: for each row of the
 cell, the engine runs a one-row cell (that row inserted at step 0, nothing else) on the
 same path, and the row's tokens and logprob bytes must equal that run's, token by token.
@@ -17,9 +17,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from batchlab.engine.paths import resolve_path
-from batchlab.engine.sampler import RowSampler
-from batchlab.matrix.cell import Cell, Event, Row
+from batchlab.cells.cell import Cell, Event, Row
+from batchlab.engine.core.sampler import RowSampler
+from batchlab.engine.paths.registry import resolve_path
 from batchlab.trajectory import Trajectory
 
 

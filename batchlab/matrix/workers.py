@@ -32,9 +32,9 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
 
-from batchlab.matrix.cell import Cell
+from batchlab.cells.cell import Cell
+from batchlab.cells.result import CellResult
 from batchlab.matrix.evaluate import Reference, evaluate_cell, rerun_command
-from batchlab.matrix.result import CellResult
 from batchlab.status import Status
 
 # spawn, not fork: MLX keeps threads and device state that do not survive a fork.

@@ -15,10 +15,10 @@ from mlx_lm.generate import BatchGenerator
 from mlx_lm.models.cache import make_prompt_cache
 from mlx_lm.sample_utils import make_sampler
 
-from batchlab.engine.config import ScheduleConfig
-from batchlab.engine.sampler import SamplingParams
-from batchlab.matrix.cell import Cell
-from batchlab.matrix.drive import drive_script
+from batchlab.cells.cell import Cell
+from batchlab.cells.drive import drive_script
+from batchlab.engine.core.config import ScheduleConfig
+from batchlab.engine.core.sampler import SamplingParams
 from batchlab.oracle.processors import mlx_lm_processors
 from batchlab.trajectory import Trajectory, TrajectoryBuilder
 

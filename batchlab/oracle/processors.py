@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from mlx_lm.sample_utils import make_logits_processors
 
-from batchlab.engine.processors import ProcessorParams
+from batchlab.engine.core.processors import ProcessorParams
 
 
 def mlx_lm_processors(params: ProcessorParams) -> list:

@@ -23,8 +23,8 @@ from mlx_lm.generate import generate_step, generation_stream
 from mlx_lm.models.cache import CacheList, KVCache, RotatingKVCache, make_prompt_cache
 from mlx_lm.sample_utils import greedy_sampler
 
-from batchlab.engine.quantized_kv import KVQuant
-from batchlab.matrix.cell import Cell
+from batchlab.cells.cell import Cell
+from batchlab.engine.paths.quantized.kv import KVQuant
 from batchlab.oracle.batch import run_batch_oracle
 from batchlab.trajectory import Trajectory, make_step
 
@@ -88,7 +88,7 @@ def mlx_lm_steps(model: nn.Module, prompt: tuple[int, ...], n: int, q: KVQuant,
 
 
 def has_rings(model: nn.Module) -> bool:
-    from batchlab.engine.quantized_path import attention_templates
+    from batchlab.engine.paths.quantized.path import attention_templates
 
     return any(type(c) is RotatingKVCache for c in attention_templates(model))
 

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from batchlab.backend import backend_key
+from batchlab.cells.cell import Cell
 from batchlab.golden.check import expected_stamp, model_fingerprint
 from batchlab.golden.store import Golden, golden_path, write_golden
-from batchlab.matrix.cell import Cell
 from batchlab.oracle.batch import ORACLE_NAME, run_batch_oracle
 from batchlab.oracle.serial import batch_crash_bug, check_against_serial, serial_check_reason
 from batchlab.zoo import load
@@ -56,7 +56,7 @@ def make_golden(cell: Cell, keep_values: bool = False) -> Golden:
 
 
 def _kv_scheme(cell: Cell):
-    from batchlab.engine.paths import PATHS
+    from batchlab.engine.paths.registry import PATHS
 
     path = PATHS.get(cell.path)
     return None if path is None else path.kv_scheme

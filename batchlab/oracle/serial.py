@@ -18,8 +18,8 @@ from mlx_lm.generate import generate_step
 from mlx_lm.models.cache import RotatingKVCache, make_prompt_cache
 from mlx_lm.sample_utils import greedy_sampler
 
-from batchlab.engine.config import MLX_LM_DEFAULTS
-from batchlab.matrix.cell import Cell
+from batchlab.cells.cell import Cell
+from batchlab.engine.core.config import MLX_LM_DEFAULTS
 from batchlab.oracle.serial_history import (
     needs_history_replay,
     replay_row,

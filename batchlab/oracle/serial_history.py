@@ -20,7 +20,7 @@ import mlx.core as mx
 from mlx import nn
 from mlx_lm.models.cache import make_prompt_cache
 
-from batchlab.matrix.cell import Cell, Row
+from batchlab.cells.cell import Cell, Row
 from batchlab.oracle.processors import mlx_lm_processors
 from batchlab.trajectory import Step, make_step
 

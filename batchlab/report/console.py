@@ -16,7 +16,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
-from batchlab.matrix.result import CellResult
+from batchlab.cells.result import CellResult
 from batchlab.report.progress import ProgressLines
 from batchlab.status import Status, worst
 

@@ -15,7 +15,7 @@ import json
 from pathlib import Path
 from xml.sax.saxutils import escape, quoteattr
 
-from batchlab.matrix.result import CellResult
+from batchlab.cells.result import CellResult
 from batchlab.report.table import status_table
 from batchlab.status import Status
 

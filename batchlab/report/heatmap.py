@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from batchlab.matrix.result import CellResult
+from batchlab.cells.result import CellResult
 from batchlab.status import Status, worst
 
 SEVERITY = list(Status)  # most severe first; a grid cell shows its worst

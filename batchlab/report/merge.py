@@ -5,7 +5,7 @@ concatenates the shards' results.jsonl (each cell must appear once), puts the ce
 in matrix order and renders summary.md, results.csv, junit.xml and heatmap.png from the
 merged file, so the JUnit is merged by construction, not by splicing XML.
 
-    python -m batchlab.report.merge --out reports/merged shard-1 shard-2 [--strict]
+    batchlab report merge --out reports/merged shard-1 shard-2 [--strict]
 
 With ``--matrix`` (default: matrices/default.toml) and the shards' ``--filter``, the
 merge checks that every selected cell has a result; missing cells, or a shard whose own
@@ -15,14 +15,11 @@ The exit status is the one ``matrix run`` would give for the merged results.
 
 from __future__ import annotations
 
-import argparse
-import sys
 from pathlib import Path
 
-from batchlab.atomic import write_text_atomic
+from batchlab.cells.result import CellResult
 from batchlab.display import shown
-from batchlab.matrix.result import CellResult
-from batchlab.report.files import JSONL, PARTIAL_MARK, read_results, write_all
+from batchlab.report.files import JSONL, PARTIAL_MARK, read_results
 
 
 def merge_results(folders: list[Path], order: list[str] | None = None
@@ -55,52 +52,3 @@ def merge_results(folders: list[Path], order: list[str] | None = None
 def shard_was_cut_short(folder: Path) -> bool:
     summary = Path(folder) / "summary.md"
     return not summary.is_file() or PARTIAL_MARK in summary.read_text()
-
-
-def main(argv: list[str] | None = None) -> int:
-    from rich.console import Console
-
-    from batchlab.defaults import DEFAULT_MATRIX
-    from batchlab.matrix.runner import exit_status, select, summary_line
-    from batchlab.matrix.spec import load_matrix
-    from batchlab.report.console import print_problems, print_tables
-
-    parser = argparse.ArgumentParser(prog="python -m batchlab.report.merge",
-                                     description=__doc__.split("\n\n")[0])
-    parser.add_argument("shards", nargs="+", type=Path, help="the shards' report folders")
-    parser.add_argument("--out", type=Path, required=True, help="the merged report folder")
-    parser.add_argument("--matrix", type=Path, default=DEFAULT_MATRIX)
-    parser.add_argument("--filter", default=None, help="the --filter the shards ran with")
-    parser.add_argument("--strict", action="store_true",
-                        help="ORACLE-BUG and UNSUPPORTED cells fail the merged run too")
-    args = parser.parse_args(argv)
-    console = Console()
-    order = [c.id for c in select(load_matrix(args.matrix), args.filter, None)]
-    results, missing = merge_results(args.shards, order)
-    cut = [f for f in args.shards if shard_was_cut_short(f)]
-    complete = not missing and not cut
-    args.out.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(args.out / JSONL, "".join(r.to_json() + "\n" for r in results))
-    summary = summary_line(results)
-    write_all(args.out, results, summary, complete)
-    if results:
-        print_tables(console, results)
-        print_problems(console, results)
-    for folder in cut:
-        console.print(f"shard {shown(folder)} was cut short (see its summary.md)",
-                      markup=False, highlight=False)
-    if missing:
-        console.print(f"{len(missing)} cells of {shown(args.matrix)} have no result, "
-                      f"e.g. {missing[0]}", markup=False, highlight=False)
-    console.print(f"[bold]{summary}[/]" + ("" if complete else " [yellow](partial)[/]"))
-    console.print(f"merged {len(args.shards)} shards into {shown(args.out)}", markup=False,
-                  highlight=False)
-    return max(exit_status(results, args.strict), 0 if complete else 1)
-
-
-if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except ValueError as err:
-        print(f"error: {err}", file=sys.stderr)
-        sys.exit(2)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from batchlab.matrix.result import CellResult
+from batchlab.cells.result import CellResult
 from batchlab.status import worst
 
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 import mlx.core as mx
 import numpy as np
 
-from batchlab.engine import kv, mask, ring
-from batchlab.engine.kv import BatchKV, as_rows
-from batchlab.engine.ring import BatchRing
-from batchlab.engine.state import BatchList, BatchState
+from batchlab.engine.caches import kv, mask, ring
+from batchlab.engine.caches.kv import BatchKV, as_rows
+from batchlab.engine.caches.ring import BatchRing
+from batchlab.engine.caches.state import BatchList, BatchState
 from batchlab.selftest.inject import Patch, applied, original, wrapped
 
 # -- positions and masks -------------------------------------------------------------

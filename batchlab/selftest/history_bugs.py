@@ -7,7 +7,7 @@ from __future__ import annotations
 import mlx.core as mx
 from mlx_lm.models.cache import KVCache
 
-from batchlab.engine import layers, scheduler
+from batchlab.engine.core import layers, scheduler
 from batchlab.selftest.inject import Patch, original
 
 
@@ -100,7 +100,7 @@ def row_samplers_drawn_in_reverse() -> list[Patch]:
 def context_forgets_history() -> list[Patch]:
     """A row's processor context starts at its new prompt: the ids its kept or prefix
     caches hold are not in it, so a repetition penalty ignores the conversation so far."""
-    from batchlab.engine.batch import Sequence
+    from batchlab.engine.core.batch import Sequence
 
     def start_context(self):
         if self.processors:

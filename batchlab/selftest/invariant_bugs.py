@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import mlx.core as mx
 
-from batchlab.engine import invariant, state, window
-from batchlab.engine.ring import BatchRing
+from batchlab.engine.caches import state, window
+from batchlab.engine.caches.ring import BatchRing
+from batchlab.engine.paths.invariant import path as invariant
 from batchlab.selftest.inject import Patch, original
 
 

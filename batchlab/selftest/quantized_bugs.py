@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import mlx.core as mx
 
-from batchlab.engine import quantized_kv
-from batchlab.engine.quantized_kv import QuantizedMode
-from batchlab.engine.quantized_path import KVScheme
-from batchlab.engine.quantized_ring import BatchQuantizedRing
-from batchlab.engine.ring import BatchRing
+from batchlab.engine.caches.ring import BatchRing
+from batchlab.engine.paths.quantized import kv as quantized_kv
+from batchlab.engine.paths.quantized.kv import QuantizedMode
+from batchlab.engine.paths.quantized.path import KVScheme
+from batchlab.engine.paths.quantized.ring import BatchQuantizedRing
 from batchlab.selftest.inject import Patch, original, wrapped
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import mlx.core as mx
 
-from batchlab.engine import sampler, scheduler
+from batchlab.engine.core import sampler, scheduler
 from batchlab.selftest.inject import Patch, during, original
 
 

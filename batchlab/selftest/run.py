@@ -15,14 +15,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from batchlab.cells.cell import Cell
+from batchlab.cells.result import CellResult
+from batchlab.cells.select import select
+from batchlab.cells.spec import load_matrix
 from batchlab.defaults import PROJECT_ROOT
 from batchlab.display import shown
-from batchlab.matrix.cell import Cell
 from batchlab.matrix.evaluate import Reference, evaluate_cell
-from batchlab.matrix.result import CellResult
-from batchlab.matrix.runner import select
 from batchlab.matrix.solo import forget_solo_runs
-from batchlab.matrix.spec import load_matrix
 from batchlab.selftest.catalog import SeededBug, select_bugs
 from batchlab.selftest.inject import InjectionError, applied
 from batchlab.status import Status

@@ -7,8 +7,8 @@ import dataclasses
 
 import mlx.core as mx
 
-from batchlab.engine import scheduler
-from batchlab.engine.batch import DecodeBatch
+from batchlab.engine.core import scheduler
+from batchlab.engine.core.batch import DecodeBatch
 from batchlab.selftest.inject import Patch, applied, during, original, wrapped
 
 

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 import mlx.core as mx
 from mlx import nn
 
-from batchlab.engine.layers import leaves
-from batchlab.engine.scheduler import Scheduler
+from batchlab.engine.core.layers import leaves
+from batchlab.engine.core.scheduler import Scheduler
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -33,7 +33,7 @@ def add_serve_parser(sub) -> None:
     p.add_argument("--path", default="l1",
                    help="engine path: l1 (default), fast, compiled, invariant (an answer "
                         "equals the same request sent alone), kv8, kv4, kvmix, ... "
-                        "(batchlab/engine/paths.py)")
+                        "(batchlab/engine/paths/registry.py)")
     p.add_argument("--kv-bits", type=int, default=None, choices=(4, 8),
                    help="quantize the KV cache (mlx-lm's flag): runs the matching kv path")
     p.add_argument("--kv-group-size", type=int, default=64, help="KV quantization group (64)")
@@ -91,7 +91,7 @@ def serve_command(args, console) -> int:
         logging.getLogger("batchlab.serve.access").setLevel(logging.WARNING)
     kv_budget = None if args.kv_budget is None else int(args.kv_budget)
     if args.kv_bits is not None:
-        from batchlab.engine.paths import kv_path_for
+        from batchlab.engine.paths.registry import kv_path_for
 
         args.path = kv_path_for(args.kv_bits, args.kv_group_size, args.quantized_kv_start)
     server = start_server(args.model, path=args.path, host=args.host, port=args.port,

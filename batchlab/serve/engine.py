@@ -27,9 +27,9 @@ from collections.abc import Callable
 from mlx import nn
 
 from batchlab.defaults import DEFAULT_PROMPT_CACHE_SIZE
-from batchlab.engine.config import ScheduleConfig
-from batchlab.engine.sampler import RowSampler
-from batchlab.engine.scheduler import Scheduler
+from batchlab.engine.core.config import ScheduleConfig
+from batchlab.engine.core.sampler import RowSampler
+from batchlab.engine.core.scheduler import Scheduler
 from batchlab.serve.budget import RowCost, measure_row_cost
 from batchlab.serve.job import Done, EngineUnavailable, Job, Token, make_job
 from batchlab.serve.prompt_cache import PromptCache

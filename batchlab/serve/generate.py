@@ -17,7 +17,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
-from batchlab.engine.sampler import SamplingParams
+from batchlab.engine.core.sampler import SamplingParams
 from batchlab.serve.errors import APIError, error_body
 from batchlab.serve.job import Done, EngineUnavailable, Job, Token
 from batchlab.serve.schema import SEED_LIMIT, ChatRequest, Common, CompletionRequest

@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 
 import mlx.core as mx
 
-from batchlab.engine.processors import ProcessorParams
-from batchlab.engine.sampler import RowSampler, SamplingParams
+from batchlab.engine.core.processors import ProcessorParams
+from batchlab.engine.core.sampler import RowSampler, SamplingParams
 
 log = logging.getLogger("batchlab.serve.engine")
 

@@ -41,8 +41,8 @@ import numpy as np
 from mlx_lm.models.cache import ArraysCache, CacheList
 
 from batchlab.defaults import DEFAULT_PROMPT_CACHE_SIZE
-from batchlab.engine.history import History
-from batchlab.engine.layers import leaves
+from batchlab.engine.core.history import History
+from batchlab.engine.core.layers import leaves
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

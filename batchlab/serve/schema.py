@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
 
-from batchlab.engine.processors import ProcessorParams
+from batchlab.engine.core.processors import ProcessorParams
 
 SEED_LIMIT = 2**64  # the engine's RowSampler takes 0 <= seed < 2**64
 

@@ -94,7 +94,7 @@ def start_server(model_name: str, *, path: str = "l1", host: str = "127.0.0.1",
     """Load the model, start the engine thread and bind (not yet serving: call
     ``serve``). Raises ValueError for a bad model, path or setting (``Unsupported``, a
     ValueError, for a path that is unknown or refuses the model)."""
-    from batchlab.engine.paths import resolve_path
+    from batchlab.engine.paths.registry import resolve_path
     from batchlab.zoo import load
     from batchlab.zoo.load import vocab_size
     from batchlab.zoo.text import tokenizer_for

@@ -24,11 +24,11 @@ from dataclasses import dataclass
 import mlx.core as mx
 from mlx import nn
 
-from batchlab.engine.batch import Request
-from batchlab.engine.config import ScheduleConfig
-from batchlab.engine.history import History
-from batchlab.engine.sampler import RowSampler
-from batchlab.engine.scheduler import Scheduler, engine_stream
+from batchlab.engine.core.batch import Request
+from batchlab.engine.core.config import ScheduleConfig
+from batchlab.engine.core.history import History
+from batchlab.engine.core.sampler import RowSampler
+from batchlab.engine.core.scheduler import Scheduler, engine_stream
 from batchlab.serve.budget import RowCost
 from batchlab.serve.job import Done, GuardedSampler, Job, Token
 from batchlab.serve.prompt_cache import PromptCache

@@ -29,9 +29,9 @@ from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
+from batchlab.gguf.convert import write_gguf_model
+from batchlab.gguf.header import GGUFError
 from batchlab.zoo.build import build_atomically
-from batchlab.zoo.gguf import write_gguf_model
-from batchlab.zoo.gguf_header import GGUFError
 
 # Bump when gguf.py / gguf_tokenizer.py change what a GGUF converts into (directory name).
 GGUF_RECIPE_VERSION = 1

@@ -16,9 +16,9 @@ import numpy as np
 import pytest
 from mlx_lm.models.cache import KVCache
 
-from batchlab.engine.kv import BatchKV
-from batchlab.engine.mask import DecodeMasks, causal_mask
-from batchlab.engine.ring import BatchRing
+from batchlab.engine.caches.kv import BatchKV
+from batchlab.engine.caches.mask import DecodeMasks, causal_mask
+from batchlab.engine.caches.ring import BatchRing
 
 H, D, L = 8, 64, 256
 SIZES = [8, 64]

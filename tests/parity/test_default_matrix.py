@@ -11,10 +11,10 @@ first divergence and the rerun command. Runs under pytest-xdist (``-n 2``) too.
 import pytest
 
 from batchlab.backend import backend_key
+from batchlab.cells.spec import load_matrix
 from batchlab.defaults import DEFAULT_GOLDENS, DEFAULT_MATRIX
+from batchlab.golden.pins import WRITE_COMMAND, read_pins
 from batchlab.matrix.evaluate import Reference, evaluate_cell
-from batchlab.matrix.pins import WRITE_COMMAND, read_pins
-from batchlab.matrix.spec import load_matrix
 from batchlab.status import Status
 
 CELLS = load_matrix(DEFAULT_MATRIX)

@@ -1,12 +1,12 @@
 """The gate's size: the default matrix keeps its pinned cells, the goldens their pinned
-ORACLE-BUG ids (gate_pins.json; refresh with ``python -m batchlab.matrix.pins --write``)."""
+ORACLE-BUG ids (gate_pins.json; refresh with ``batchlab golden pins --write``)."""
 
 import pytest
 
 from batchlab.backend import backend_key
+from batchlab.cells.spec import load_matrix
 from batchlab.defaults import DEFAULT_GOLDENS, DEFAULT_MATRIX
-from batchlab.matrix.pins import WRITE_COMMAND, Pins, current_pins, differences, read_pins
-from batchlab.matrix.spec import load_matrix
+from batchlab.golden.pins import WRITE_COMMAND, Pins, current_pins, differences, read_pins
 
 PINS = read_pins()
 

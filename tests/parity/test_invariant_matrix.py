@@ -7,10 +7,10 @@ gate); the negative control and the seeded invariance bugs are in ``batchlab sel
 
 import pytest
 
+from batchlab.cells.spec import load_matrix
 from batchlab.defaults import DEFAULT_GOLDENS, PROJECT_ROOT
-from batchlab.engine.paths import PATHS
+from batchlab.engine.paths.registry import PATHS
 from batchlab.matrix.evaluate import Reference, evaluate_cell
-from batchlab.matrix.spec import load_matrix
 from batchlab.status import Status
 
 MATRIX = PROJECT_ROOT / "matrices" / "invariant.toml"

@@ -6,9 +6,9 @@ suite. No ORACLE-BUG is expected here: the oracle's serial check agrees on every
 
 import pytest
 
+from batchlab.cells.spec import load_matrix
 from batchlab.defaults import DEFAULT_GOLDENS, PROJECT_ROOT
 from batchlab.matrix.evaluate import Reference, evaluate_cell
-from batchlab.matrix.spec import load_matrix
 from batchlab.status import Status
 
 MATRIX = PROJECT_ROOT / "matrices" / "real.toml"

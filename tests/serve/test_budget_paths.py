@@ -1,7 +1,7 @@
 """--kv-budget counts the bytes a path's own caches hold: a quantized row costs its packed
 4- or 8-bit keys and values (with their scales), not bf16's."""
 
-from batchlab.engine.paths import resolve_path
+from batchlab.engine.paths.registry import resolve_path
 from batchlab.serve.budget import measure_row_cost
 from batchlab.zoo import load
 

@@ -15,7 +15,7 @@ import openai
 from serve_live import MODEL, client, live_server
 from serve_oracle import oracle_greedy
 
-from batchlab.engine.sampler import RowSampler
+from batchlab.engine.core.sampler import RowSampler
 
 NO_STOP = {"stop_token_ids": []}
 

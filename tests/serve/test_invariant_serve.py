@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import queue
 
-from batchlab.engine.invariant import InvariantScheduler
-from batchlab.engine.sampler import GREEDY
-from batchlab.engine.scheduler import Scheduler
+from batchlab.engine.core.sampler import GREEDY
+from batchlab.engine.core.scheduler import Scheduler
+from batchlab.engine.paths.invariant.path import InvariantScheduler
 from batchlab.serve.engine import Done, ServeEngine, Token
 from batchlab.zoo import load
 

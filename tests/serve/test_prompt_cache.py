@@ -7,7 +7,7 @@ import mlx.core as mx
 import pytest
 from mlx_lm.models.cache import ArraysCache, CacheList, KVCache, RotatingKVCache
 
-from batchlab.engine.history import History
+from batchlab.engine.core.history import History
 from batchlab.serve.prompt_cache import PromptCache
 
 KV_BYTES_PER_TOKEN = 2 * 2 * 4  # keys + values, 2 floats each, float32

@@ -10,7 +10,7 @@ import mlx.core as mx
 import pytest
 from mlx_lm.models.cache import make_prompt_cache
 
-from batchlab.engine.sampler import GREEDY
+from batchlab.engine.core.sampler import GREEDY
 from batchlab.serve.engine import Done, ServeEngine
 from batchlab.zoo import load
 from batchlab.zoo.load import vocab_size

@@ -11,7 +11,7 @@ import httpx2
 import pytest
 from serve_live import client, live_server
 
-from batchlab.engine.sampler import GREEDY as SAMPLING_GREEDY
+from batchlab.engine.core.sampler import GREEDY as SAMPLING_GREEDY
 from batchlab.serve.job import Done, Token
 from batchlab.zoo.chat import chat_prompt
 

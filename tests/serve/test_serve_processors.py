@@ -7,10 +7,10 @@ import httpx2
 import pytest
 from serve_live import live_server
 
-from batchlab.engine.batch import Request
-from batchlab.engine.config import ScheduleConfig
-from batchlab.engine.processors import ProcessorParams
-from batchlab.engine.scheduler import Scheduler
+from batchlab.engine.core.batch import Request
+from batchlab.engine.core.config import ScheduleConfig
+from batchlab.engine.core.processors import ProcessorParams
+from batchlab.engine.core.scheduler import Scheduler
 from batchlab.zoo import load
 
 MODEL = "llama"

@@ -2,9 +2,9 @@
 
 import pytest
 
-from batchlab.matrix.cell import Event, Row, parse_event, validate_events
-from batchlab.matrix.scenarios import prompt_lengths, script_events, seeded_prompt
-from batchlab.matrix.spec import expand, load_matrix
+from batchlab.cells.cell import Event, Row, parse_event, validate_events
+from batchlab.cells.scenarios import prompt_lengths, script_events, seeded_prompt
+from batchlab.cells.spec import expand, load_matrix
 
 SWEEP = {
     "sweep": [{
@@ -123,7 +123,7 @@ def test_regime_scripts_are_pinned():
 
 
 def test_rows_past_z_keep_spreadsheet_names():
-    from batchlab.matrix.scenarios import row_names
+    from batchlab.cells.scenarios import row_names
 
     assert row_names(28)[24:] == ["Y", "Z", "AA", "AB"]
     (cell,) = expand({"sweep": [{"models": ["llama"], "batch": [34], "padding": ["equal"],

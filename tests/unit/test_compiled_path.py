@@ -2,13 +2,13 @@
 
 import pytest
 
-from batchlab.engine import compiled
-from batchlab.engine.batch import Request
-from batchlab.engine.compiled import CompiledScheduler, unsupported_reason
-from batchlab.engine.config import ScheduleConfig
-from batchlab.engine.scheduler import Scheduler
+from batchlab.cells.spec import expand
+from batchlab.engine.core.batch import Request
+from batchlab.engine.core.config import ScheduleConfig
+from batchlab.engine.core.scheduler import Scheduler
+from batchlab.engine.paths import compiled
+from batchlab.engine.paths.compiled import CompiledScheduler, unsupported_reason
 from batchlab.matrix.engine_run import Unsupported, run_cell
-from batchlab.matrix.spec import expand
 from batchlab.zoo import load
 
 

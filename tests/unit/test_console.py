@@ -6,8 +6,8 @@ from types import SimpleNamespace
 
 from rich.console import Console
 
+from batchlab.cells.result import CellResult
 from batchlab.cli import main
-from batchlab.matrix.result import CellResult
 from batchlab.report.console import LiveProgress, print_problems, print_tables
 from batchlab.report.progress import ProgressLines
 from batchlab.status import Status
@@ -88,9 +88,9 @@ def test_an_error_message_keeps_its_brackets(capsys):
 
 
 def test_golden_regen_on_a_log_prints_progress(monkeypatch, tmp_path):
+    from batchlab.cells.spec import load_matrix
+    from batchlab.commands.golden import regen_command
     from batchlab.golden.check import unique_scenarios
-    from batchlab.golden.commands import regen_command
-    from batchlab.matrix.spec import load_matrix
     from batchlab.oracle import regen
 
     def fake_regen_all(scenarios, root, jobs, console):

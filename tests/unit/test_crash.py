@@ -12,11 +12,12 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
+from batchlab.cells.select import select
+from batchlab.cells.spec import load_matrix
 from batchlab.cli import DEFAULT_GOLDENS, main
 from batchlab.matrix import commands
 from batchlab.matrix.evaluate import Reference
-from batchlab.matrix.runner import run_cells, select
-from batchlab.matrix.spec import load_matrix
+from batchlab.matrix.runner import run_cells
 from batchlab.report.files import read_results
 from batchlab.status import Status
 

@@ -26,12 +26,12 @@ from mlx_lm.models.cache import (
     RotatingKVCache,
 )
 
-from batchlab.engine import layers
-from batchlab.engine.kv import BatchKV
-from batchlab.engine.mask import causal_mask, ring_mask, ssm_mask
-from batchlab.engine.ring import BatchRing
-from batchlab.engine.single import kv_row
-from batchlab.engine.state import BatchList, BatchState
+from batchlab.engine.caches.kv import BatchKV
+from batchlab.engine.caches.mask import causal_mask, ring_mask, ssm_mask
+from batchlab.engine.caches.ring import BatchRing
+from batchlab.engine.caches.single import kv_row
+from batchlab.engine.caches.state import BatchList, BatchState
+from batchlab.engine.core import layers
 
 ENGINE = pathlib.Path(__file__).resolve().parents[2] / "batchlab" / "engine"
 T, F = True, False

@@ -11,7 +11,7 @@ import mlx.core as mx
 import numpy as np
 from mlx_lm.models.cache import BatchKVCache
 
-from batchlab.engine.kv import BatchKV
+from batchlab.engine.caches.kv import BatchKV
 
 
 def _bits(x: mx.array) -> np.ndarray:

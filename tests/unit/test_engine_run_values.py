@@ -7,10 +7,10 @@ what a FAIL's ``max |d logprob|`` and a lab path's KL statistics are computed fr
 
 import numpy as np
 
+from batchlab.cells.select import select
+from batchlab.cells.spec import load_matrix
 from batchlab.cli import DEFAULT_MATRIX
 from batchlab.matrix.engine_run import run_cell
-from batchlab.matrix.runner import select
-from batchlab.matrix.spec import load_matrix
 from batchlab.zoo import load
 from batchlab.zoo.load import vocab_size
 

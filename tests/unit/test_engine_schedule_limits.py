@@ -12,13 +12,13 @@ too, so a change of schedule that the oracle would share is still seen.
 
 import pytest
 
-from batchlab.engine.batch import Request
-from batchlab.engine.config import ScheduleConfig
-from batchlab.engine.scheduler import Scheduler
-from batchlab.matrix.cell import Cell, Event, Row
-from batchlab.matrix.compare import first_divergence
+from batchlab.cells.cell import Cell, Event, Row
+from batchlab.cells.scenarios import seeded_prompt
+from batchlab.engine.core.batch import Request
+from batchlab.engine.core.config import ScheduleConfig
+from batchlab.engine.core.scheduler import Scheduler
+from batchlab.judging.compare import first_divergence
 from batchlab.matrix.engine_run import run_script
-from batchlab.matrix.scenarios import seeded_prompt
 from batchlab.oracle.batch import run_batch_oracle
 from batchlab.zoo import load
 

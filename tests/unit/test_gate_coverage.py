@@ -7,7 +7,7 @@ import pytest
 from rich.console import Console
 
 from batchlab.cli import DEFAULT_GOLDENS, DEFAULT_MATRIX, build_parser
-from batchlab.gate.commands import coverage_command
+from batchlab.commands.gate import coverage_command
 from batchlab.gate.coverage import EngineCoverage, FileCoverage, _record, measure, verdict
 
 ONE_CELL = "l1/llama/B1/equal/static/ctx-short"
@@ -22,14 +22,14 @@ def test_one_llama_cell_runs_fresh_and_never_reaches_the_ring_or_the_state(one_c
     assert one_cell.num_cells == 1 and one_cell.statuses == {"PASS": 1}
     by_file = {f.file: f for f in one_cell.files}
     # a fresh interpreter: the engine's import-time lines count (config.py is only those)
-    assert by_file["batchlab/engine/config.py"].covered_statements == \
-        by_file["batchlab/engine/config.py"].num_statements > 0
+    assert by_file["batchlab/engine/core/config.py"].covered_statements == \
+        by_file["batchlab/engine/core/config.py"].num_statements > 0
     # llama has no sliding window and no SSM state: not one branch of ring.py or state.py
-    assert by_file["batchlab/engine/ring.py"].covered_branches == 0
-    assert by_file["batchlab/engine/state.py"].covered_branches == 0
-    assert by_file["batchlab/engine/scheduler.py"].covered_branches > 0
+    assert by_file["batchlab/engine/caches/ring.py"].covered_branches == 0
+    assert by_file["batchlab/engine/caches/state.py"].covered_branches == 0
+    assert by_file["batchlab/engine/core/scheduler.py"].covered_branches > 0
     # B1 never evicts: Scheduler.remove's body is listed, as file:line with its source
-    removes = [m for m in one_cell.misses if m.file == "batchlab/engine/scheduler.py"
+    removes = [m for m in one_cell.misses if m.file == "batchlab/engine/core/scheduler.py"
                and m.source == "gone = set(names)"]
     assert len(removes) == 1 and removes[0].target is None
     assert removes[0].function == "Scheduler.remove"
@@ -70,7 +70,7 @@ def test_a_branch_from_a_line_that_never_ran_is_listed_once(tmp_path):
 
 def test_the_command_writes_its_report_and_exits_1_at_threshold_100(tmp_path, monkeypatch,
                                                                    one_cell):
-    monkeypatch.setattr("batchlab.gate.commands.measure", lambda *a: one_cell)
+    monkeypatch.setattr("batchlab.commands.gate.measure", lambda *a: one_cell)
     args = build_parser().parse_args(["gate", "coverage", "--filter", ONE_CELL,
                                       "--threshold", "100", "--report", str(tmp_path)])
     with open(tmp_path / "out.txt", "w") as out:

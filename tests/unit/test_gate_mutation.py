@@ -25,39 +25,39 @@ def test_the_sample_takes_every_nth_mutant_of_each_file_in_name_order(tmp_path):
     kv, mask = _names("kv", 12), _names("mask", 4)
     root = _campaign(tmp_path, {"kv.py": dict.fromkeys(kv), "mask.py": dict.fromkeys(mask)})
     # a function's mutants by number: _9 before _10
-    assert sample(root, 5) == ["batchlab.engine.kv.f__mutmut_1", "batchlab.engine.kv.f__mutmut_6",
-                               "batchlab.engine.kv.f__mutmut_11",
-                               "batchlab.engine.mask.f__mutmut_1"]
+    assert sample(root, 5) == ["batchlab.engine.caches.kv.f__mutmut_1", "batchlab.engine.caches.kv.f__mutmut_6",
+                               "batchlab.engine.caches.kv.f__mutmut_11",
+                               "batchlab.engine.caches.mask.f__mutmut_1"]
     assert sample(root, 1) == kv + mask
     with pytest.raises(ValueError, match="--every must be >= 1"):
         sample(root, 0)
 
 
 def test_the_score_counts_killed_and_timeouts_over_the_judged_mutants(tmp_path):
-    codes = {"batchlab.engine.kv.a": 1, "batchlab.engine.kv.b": 0, "batchlab.engine.kv.c": 36,
-             "batchlab.engine.kv.d": 33, "batchlab.engine.kv.e": None, "batchlab.engine.kv.f": 3}
+    codes = {"batchlab.engine.caches.kv.a": 1, "batchlab.engine.caches.kv.b": 0, "batchlab.engine.caches.kv.c": 36,
+             "batchlab.engine.caches.kv.d": 33, "batchlab.engine.caches.kv.e": None, "batchlab.engine.caches.kv.f": 3}
     root = _campaign(tmp_path, {"kv.py": codes})
     result = campaign(root, sorted(codes))
     assert dict(result.counts) == {"killed": 2, "survived": 1, "timeout": 1, "no tests": 1,
                                    "not checked": 1}
     assert result.tested == 4 and result.score == 75.0
-    assert [o.name for o in result.survivors] == ["batchlab.engine.kv.b"]
+    assert [o.name for o in result.survivors] == ["batchlab.engine.caches.kv.b"]
     assert status_of(-11) == "segfault" and status_of(77) == "suspicious"
     with pytest.raises(ValueError, match="1 sampled mutants are not in"):
-        campaign(root, ["batchlab.engine.kv.zzz"])
+        campaign(root, ["batchlab.engine.caches.kv.zzz"])
 
 
 def test_the_report_shows_each_survivor_with_its_diff_and_verdict(tmp_path):
-    codes = {"batchlab.engine.kv.a": 1, "batchlab.engine.kv.b": 0, "batchlab.engine.kv.c": 0}
+    codes = {"batchlab.engine.caches.kv.a": 1, "batchlab.engine.caches.kv.b": 0, "batchlab.engine.caches.kv.c": 0}
     root = _campaign(tmp_path, {"kv.py": codes})
     result = campaign(root, sorted(codes))
     verdicts_file = tmp_path / "verdicts.toml"
-    verdicts_file.write_text('[verdicts]\n"batchlab.engine.kv.b" = "equivalent: same bits"\n')
+    verdicts_file.write_text('[verdicts]\n"batchlab.engine.caches.kv.b" = "equivalent: same bits"\n')
     verdicts = load_verdicts(verdicts_file)
     out = tmp_path / "report"
-    unjudged = write_report(out, result, {"batchlab.engine.kv.b": "-x = 1\n+x = 2"}, verdicts,
+    unjudged = write_report(out, result, {"batchlab.engine.caches.kv.b": "-x = 1\n+x = 2"}, verdicts,
                             "a note")
-    assert unjudged == ["batchlab.engine.kv.c"]
+    assert unjudged == ["batchlab.engine.caches.kv.c"]
     text = (out / "README.md").read_text()
     assert "**Mutation score 33.3%**: 3 mutants judged" in text
     assert "Verdict: equivalent: same bits\n\n```diff\n-x = 1\n+x = 2\n```" in text
@@ -66,7 +66,7 @@ def test_the_report_shows_each_survivor_with_its_diff_and_verdict(tmp_path):
     assert ("Killed or closed: 1/3 = 33.3%; excluding the equivalent mutants: 1/2 = 50.0%."
             in text)
     saved = json.loads((out / "results.json").read_text())
-    assert saved["score"] == 33.33 and saved["mutants"]["batchlab.engine.kv.c"]["verdict"] is None
+    assert saved["score"] == 33.33 and saved["mutants"]["batchlab.engine.caches.kv.c"]["verdict"] is None
 
 
 def test_killers_run_engine_unit_tests_then_the_richest_cells_then_the_rest():

@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 from mlx_lm.models import llama
 
-from batchlab.zoo.commands import import_gguf
-from batchlab.zoo.gguf import llama_config, load_gguf, mlx_lm_name, quantization
-from batchlab.zoo.gguf_header import GGUFError, read_gguf_header
+from batchlab.commands.zoo import import_gguf
+from batchlab.gguf.convert import llama_config, load_gguf, mlx_lm_name, quantization
+from batchlab.gguf.header import GGUFError, read_gguf_header
 from batchlab.zoo.tokenizer import byte_to_char
 
 HEADS, KV_HEADS, HEAD_DIM, HIDDEN, FFN, LAYERS = 4, 2, 16, 64, 128, 2

@@ -9,12 +9,12 @@ import mlx.core as mx
 import numpy as np
 import pytest
 
-from batchlab.engine.batch import Request
-from batchlab.engine.history import prefix_history
-from batchlab.engine.processors import ProcessorParams, make_processors
-from batchlab.engine.scheduler import Scheduler
-from batchlab.matrix.cell import cyclic
-from batchlab.matrix.spec import expand
+from batchlab.cells.cell import cyclic
+from batchlab.cells.spec import expand
+from batchlab.engine.core.batch import Request
+from batchlab.engine.core.history import prefix_history
+from batchlab.engine.core.processors import ProcessorParams, make_processors
+from batchlab.engine.core.scheduler import Scheduler
 from batchlab.oracle.batch import prefix_cache
 from batchlab.oracle.processors import mlx_lm_processors
 from batchlab.oracle.serial import check_against_serial
@@ -173,7 +173,7 @@ def test_own_key_sampler_draws_make_samplers_distribution():
     figures are the same on every run."""
     from mlx_lm.sample_utils import make_sampler
 
-    from batchlab.engine.sampler import RowSampler, SamplingParams, filtered_logits
+    from batchlab.engine.core.sampler import RowSampler, SamplingParams, filtered_logits
 
     params = SamplingParams(temperature=0.8, top_k=6, top_p=0.95, seed=1)
     logits = mx.array([[2.0, 1.5, 1.4, 0.3, 0.0, -0.5, -1.0, -3.0]])
@@ -198,7 +198,7 @@ def test_xtc_equals_mlx_lms_and_leaves_old_definitions_alone():
     seed (its coin included); a sampler with XTC off defines exactly what it did before."""
     from mlx_lm.sample_utils import apply_xtc
 
-    from batchlab.engine.sampler import SamplingParams, _xtc
+    from batchlab.engine.core.sampler import SamplingParams, _xtc
 
     logits = mx.random.normal((3, 64), key=mx.random.key(2)).astype(mx.bfloat16)
     for seed in range(6):  # both sides of the coin at p = 0.5

@@ -131,8 +131,8 @@ def layer(module: str) -> str:
 
 def test_the_reader_tells_module_level_imports_from_lazy_ones():
     """serve/server.py imports the engine's path registry only inside ``start_server``."""
-    assert "batchlab.engine.paths" in imports_of("batchlab.serve.server", lazy=True)
-    assert "batchlab.engine.paths" not in imports_of("batchlab.serve.server", lazy=False)
+    assert "batchlab.engine.paths.registry" in imports_of("batchlab.serve.server", lazy=True)
+    assert "batchlab.engine.paths.registry" not in imports_of("batchlab.serve.server", lazy=False)
     # importing batchlab.zoo.load runs batchlab/zoo/__init__.py first
     assert {"batchlab.zoo", "batchlab.zoo.load"} <= imports_of("batchlab.serve.server", lazy=True)
 

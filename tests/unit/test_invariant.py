@@ -8,18 +8,23 @@ import mlx.core as mx
 import pytest
 from mlx import nn
 
+from batchlab.cells.scenarios import needle_prompts, row_names, seeded_prompt
+from batchlab.cells.spec import expand
 from batchlab.defaults import DEFAULT_GOLDENS
-from batchlab.engine.invariant import InvariantScheduler
-from batchlab.engine.paths import PATHS
-from batchlab.engine.ring import BatchRing
-from batchlab.engine.rowblock import BlockedEmbedding, BlockedLinear, blocked_model, blocked_rows
-from batchlab.engine.sampler import SamplingParams
-from batchlab.engine.window import WindowKV
+from batchlab.engine.caches.ring import BatchRing
+from batchlab.engine.caches.window import WindowKV
+from batchlab.engine.core.sampler import SamplingParams
+from batchlab.engine.paths.invariant.path import InvariantScheduler
+from batchlab.engine.paths.invariant.rowblock import (
+    BlockedEmbedding,
+    BlockedLinear,
+    blocked_model,
+    blocked_rows,
+)
+from batchlab.engine.paths.registry import PATHS
 from batchlab.matrix.engine_run import run_cell
 from batchlab.matrix.evaluate import Reference, evaluate_cell
-from batchlab.matrix.scenarios import needle_prompts, row_names, seeded_prompt
 from batchlab.matrix.solo import forget_solo_runs, solo_cell
-from batchlab.matrix.spec import expand
 from batchlab.selftest.inject import Patch, applied
 from batchlab.status import Status
 from batchlab.zoo import load
@@ -170,7 +175,7 @@ def test_the_invariant_path_is_l1_on_full_attention_models_on_the_cpu():
 def test_row_blocked_gemms_keep_the_bits_on_the_cpu(model):
     """The GPU's row blocking on the CPU (whose GEMM is row-invariant) changes no bit of a
     batched forward: the clone computes what the model computes."""
-    from batchlab.engine.layers import make_batch_caches
+    from batchlab.engine.core.layers import make_batch_caches
 
     loaded = load(model)
     tokens = mx.array([[3, 5, 7, 11, 13], [17, 19, 23, 29, 31], [2, 4, 6, 8, 10]])
@@ -186,8 +191,8 @@ def test_the_stand_ins_compute_what_the_modules_compute():
     row attention reference give the originals' values (their order differs)."""
     from mlx_lm.models.switch_layers import SwitchGLU
 
-    from batchlab.engine.invariant_modules import TapConv1d, invariant_module
-    from batchlab.engine.row_attention import row_attention
+    from batchlab.engine.kernels.row_attention import row_attention
+    from batchlab.engine.paths.invariant.modules import TapConv1d, invariant_module
 
     mx.random.seed(0)
     conv = nn.Conv1d(12, 12, 4, groups=12, bias=True)
@@ -206,8 +211,8 @@ def test_the_stand_ins_compute_what_the_modules_compute():
 
 
 def test_the_invariant_path_refuses_history():
-    from batchlab.engine.batch import Request
-    from batchlab.engine.history import History
+    from batchlab.engine.core.batch import Request
+    from batchlab.engine.core.history import History
 
     scheduler = PATHS["invariant"].scheduler(load("llama").model)
     with pytest.raises(ValueError, match="does not take history yet"):
@@ -256,8 +261,8 @@ def test_gpu_mode_prefills_every_prompt_alone_and_a_burst_in_one_step(monkeypatc
     forward of its own (no neighbour's padding in it), and still admits, prefills and
     joins a burst of prefill_batch_size prompts in one step."""
     from batchlab.engine import scheduler as scheduler_module
-    from batchlab.engine.batch import Request
-    from batchlab.engine.invariant import BlockedInvariantScheduler
+    from batchlab.engine.core.batch import Request
+    from batchlab.engine.paths.invariant.path import BlockedInvariantScheduler
 
     rows = []
     real = scheduler_module.prefill

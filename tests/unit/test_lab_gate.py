@@ -5,14 +5,14 @@ import dataclasses
 import mlx.core as mx
 import numpy as np
 
-from batchlab.engine.fast import UnmaskedDecodeKV
-from batchlab.engine.paths import PATHS
+from batchlab.cells.result import CellResult
+from batchlab.cells.spec import expand
+from batchlab.engine.paths.fast import UnmaskedDecodeKV
+from batchlab.engine.paths.registry import PATHS
 from batchlab.golden.store import Golden, Stamp
-from batchlab.lab.kl import kl_stats
-from batchlab.matrix.compare import first_divergence
+from batchlab.judging.compare import first_divergence
+from batchlab.judging.kl import kl_stats
 from batchlab.matrix.evaluate import _lab_gate
-from batchlab.matrix.result import CellResult
-from batchlab.matrix.spec import expand
 from batchlab.trajectory import Step, Trajectory
 
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from batchlab.matrix.spec import expand, load_matrix
+from batchlab.cells.spec import expand, load_matrix
 
 SWEEP = {"models": ["llama"], "batch": [2], "padding": ["ragged"], "scripts": ["static"],
          "contexts": ["short"]}

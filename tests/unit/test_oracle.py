@@ -1,6 +1,6 @@
 """The oracle classifies itself: the gemma2-GQA batch bug is ORACLE-BUG, llama agrees."""
 
-from batchlab.matrix.spec import expand
+from batchlab.cells.spec import expand
 from batchlab.oracle.regen import make_golden
 
 

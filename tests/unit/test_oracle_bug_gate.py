@@ -9,11 +9,11 @@ import dataclasses
 import pytest
 
 import batchlab.matrix.engine_run as engine_run
+from batchlab.cells.select import select
+from batchlab.cells.spec import load_matrix
 from batchlab.golden.store import Golden, Stamp
 from batchlab.matrix import evaluate
 from batchlab.matrix.evaluate import Reference, evaluate_cell
-from batchlab.matrix.runner import select
-from batchlab.matrix.spec import load_matrix
 from batchlab.status import Status
 
 CELL = select(load_matrix("matrices/quick.toml"), "l1/llama/B3/ragged/join-evict/ctx-short",

@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 from mlx_lm.models.cache import KVCache, QuantizedKVCache
 
-from batchlab.engine.quantized_kv import BatchQuantizedKV, KVQuant, pack, unpack
-from batchlab.engine.quantized_ring import BatchQuantizedRing, QuantizedRingRow
-from batchlab.engine.ring import BatchRing
+from batchlab.engine.caches.ring import BatchRing
+from batchlab.engine.paths.quantized.kv import BatchQuantizedKV, KVQuant, pack, unpack
+from batchlab.engine.paths.quantized.ring import BatchQuantizedRing, QuantizedRingRow
 
 Q8 = KVQuant(bits=8, group_size=64)
 Q4 = KVQuant(bits=4, group_size=32)
@@ -185,7 +185,7 @@ def test_nbytes_counts_packed_bytes():
 
 def test_rotated_keys_are_stored_quantized_and_served_unrotated():
     """kv4h: the cache stores quantize(k H) and serves dequantize(.) H, H orthonormal."""
-    from batchlab.engine.rotated_kv import BatchRotatedKV, hadamard
+    from batchlab.engine.paths.quantized.rotated import BatchRotatedKV, hadamard
 
     h = hadamard(4, "float32")
     assert (h * 2).tolist() == [[1, 1, 1, 1], [1, -1, 1, -1], [1, 1, -1, -1], [1, -1, -1, 1]]
@@ -212,7 +212,7 @@ def test_the_cuda_form_of_quantized_attention_computes_mlx_lms(mask):
     kernel: dequantize, then fused attention) gives mlx-lm's quantized attention."""
     from mlx_lm.models.base import quantized_scaled_dot_product_attention
 
-    from batchlab.engine.quantized_attention import quantized_attention
+    from batchlab.engine.kernels.quantized_attention import quantized_attention
 
     mx.random.seed(1)
     q = mx.random.normal((2, 8, 3, 64))

@@ -5,12 +5,12 @@ from __future__ import annotations
 import mlx.core as mx
 import pytest
 
-from batchlab.engine.paths import PATHS, Unsupported, resolve_path
-from batchlab.engine.quantized_kv import KVQuant
+from batchlab.engine.paths.quantized.kv import KVQuant
+from batchlab.engine.paths.registry import PATHS, Unsupported, resolve_path
+from batchlab.lab.density import LayerShape, row_bytes
+from batchlab.lab.report import markdown, summarize
+from batchlab.lab.run import Scores, text_rows
 from batchlab.oracle.quantized_serial import mlx_lm_steps, serial_quantized_steps
-from batchlab.teacher.density import LayerShape, row_bytes
-from batchlab.teacher.report import markdown, summarize
-from batchlab.teacher.run import Scores, text_rows
 from batchlab.zoo import load
 
 
@@ -35,7 +35,7 @@ def test_kv_paths_refuse_head_dims_that_do_not_split_into_groups():
 
 
 def test_kvmix_gives_8_bits_to_the_most_sensitive_quarter():
-    from batchlab.engine.sensitivity import layer_sensitivity
+    from batchlab.engine.paths.quantized.sensitivity import layer_sensitivity
 
     model = load("gemma3-hd64").model
     scheme = PATHS["kvmix"].kv_scheme
@@ -74,7 +74,7 @@ def test_row_bytes_per_layer_kind():
 
 def test_kv_flags_name_a_registered_path():
     """serve's --kv-bits / --kv-group-size / --quantized-kv-start pick (or register) a path."""
-    from batchlab.engine.paths import kv_path_for
+    from batchlab.engine.paths.registry import kv_path_for
 
     assert kv_path_for(8) == "kv8" and kv_path_for(4, 32) == "kv4-g32"
     name = kv_path_for(4, 64, 5000)

@@ -4,10 +4,10 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
+from batchlab.cells.result import CellResult
+from batchlab.cells.select import select
+from batchlab.cells.spec import load_matrix
 from batchlab.cli import main
-from batchlab.matrix.result import CellResult
-from batchlab.matrix.runner import select
-from batchlab.matrix.spec import load_matrix
 from batchlab.report import merge
 from batchlab.report.files import ResultsLog, read_results, write_all
 from batchlab.status import Status

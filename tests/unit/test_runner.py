@@ -46,8 +46,8 @@ def test_a_cut_short_log_keeps_its_whole_lines(tmp_path):
 
 
 def test_shards_partition_the_matrix(tmp_path):
-    from batchlab.matrix.runner import parse_shard, select
-    from batchlab.matrix.spec import load_matrix
+    from batchlab.cells.select import parse_shard, select
+    from batchlab.cells.spec import load_matrix
 
     cells = load_matrix(QUICK)
     parts = [select(cells, None, parse_shard(f"{i}/3")) for i in (1, 2, 3)]
@@ -72,8 +72,8 @@ def test_a_run_on_a_log_says_what_it_does_in_80_columns(tmp_path, capsys, monkey
 
 
 def test_an_exact_id_selects_that_cell_alone_and_a_fragment_every_match():
-    from batchlab.matrix.runner import select
-    from batchlab.matrix.spec import expand
+    from batchlab.cells.select import select
+    from batchlab.cells.spec import expand
 
     cells = expand({"sweep": [{"models": ["llama"], "batch": [2], "padding": ["ragged"],
                                "scripts": ["static"], "contexts": ["short"],

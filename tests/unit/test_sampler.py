@@ -4,9 +4,9 @@ import mlx.core as mx
 import pytest
 from mlx_lm import sample_utils
 
-from batchlab.engine.batch import Request
-from batchlab.engine.sampler import BatchSampler, RowSampler, SamplingParams, filtered_logits
-from batchlab.engine.scheduler import Scheduler
+from batchlab.engine.core.batch import Request
+from batchlab.engine.core.sampler import BatchSampler, RowSampler, SamplingParams, filtered_logits
+from batchlab.engine.core.scheduler import Scheduler
 from batchlab.zoo import load
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import mlx.core as mx
 
-from batchlab.engine.batch import Request
-from batchlab.engine.scheduler import Scheduler
+from batchlab.engine.core.batch import Request
+from batchlab.engine.core.scheduler import Scheduler
 from batchlab.zoo import load
 
 

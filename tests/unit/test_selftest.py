@@ -7,14 +7,14 @@ from __future__ import annotations
 
 import pytest
 
+from batchlab.cells.spec import load_matrix
 from batchlab.defaults import DEFAULT_GOLDENS, DEFAULT_MATRIX
-from batchlab.engine.kv import BatchKV
-from batchlab.engine.ring import BatchRing
-from batchlab.engine.rowints import RowIntsAttribute
-from batchlab.engine.scheduler import Scheduler
+from batchlab.engine.caches.kv import BatchKV
+from batchlab.engine.caches.ring import BatchRing
+from batchlab.engine.caches.rowints import RowIntsAttribute
+from batchlab.engine.core.scheduler import Scheduler
+from batchlab.golden.pins import PROJECT_ROOT
 from batchlab.matrix.evaluate import Reference, evaluate_cell
-from batchlab.matrix.pins import PROJECT_ROOT
-from batchlab.matrix.spec import load_matrix
 from batchlab.selftest.catalog import CATALOG, select_bugs
 from batchlab.selftest.inject import InjectionError, Patch, applied
 from batchlab.selftest.run import candidates, run_selftest

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from batchlab.matrix.result import CellResult
+from batchlab.cells.result import CellResult
 from batchlab.status import _TRAITS, Status, worst
 
 

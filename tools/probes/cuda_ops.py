@@ -17,8 +17,8 @@ import traceback
 import mlx.core as mx
 import numpy as np
 
-from batchlab.engine.invariant_modules import TapConv1d, invariant_module
-from batchlab.engine.row_attention import row_attention
+from batchlab.engine.kernels.row_attention import row_attention
+from batchlab.engine.paths.invariant.modules import TapConv1d, invariant_module
 
 
 def same(a: mx.array, b: mx.array) -> bool:

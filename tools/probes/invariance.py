@@ -24,11 +24,11 @@ import sys
 import mlx.core as mx
 from mlx import nn
 
-from batchlab.engine.invariant import InvariantScheduler
-from batchlab.matrix.compare import first_divergence
+from batchlab.cells.spec import expand
+from batchlab.engine.paths.invariant.path import InvariantScheduler
+from batchlab.judging.compare import first_divergence
 from batchlab.matrix.engine_run import run_cell
 from batchlab.matrix.solo import forget_solo_runs, solo_reference
-from batchlab.matrix.spec import expand
 from batchlab.selftest.inject import Patch, applied
 from batchlab.zoo import load
 

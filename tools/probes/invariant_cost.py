@@ -19,7 +19,7 @@ import sys
 import time
 
 from batchlab.bench.engines import PATHS
-from batchlab.matrix.scenarios import seeded_prompt
+from batchlab.cells.scenarios import seeded_prompt
 from batchlab.zoo import load
 
 MODELS = ["gemma3", "gpt-oss", "llama"]

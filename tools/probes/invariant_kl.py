@@ -3,7 +3,7 @@
     PYTHONPATH=. python tools/probes/invariant_kl.py [MODEL ...]   # default below
 
 For each model, the same cells run on l1 and on the invariant path (full logprobs kept),
-and ``batchlab.lab.kl.kl_stats`` compares them token by token with l1 as the reference
+and ``batchlab.judging.kl.kl_stats`` compares them token by token with l1 as the reference
 (a row's comparison stops at its first token that differs). Output: one line per model
 with the statistics and how many steps were bit-identical. docs/invariant.md keeps the
 figures.
@@ -14,9 +14,9 @@ from __future__ import annotations
 import sys
 from dataclasses import replace
 
-from batchlab.lab.kl import kl_stats
+from batchlab.cells.spec import expand
+from batchlab.judging.kl import kl_stats
 from batchlab.matrix.engine_run import run_cell
-from batchlab.matrix.spec import expand
 
 MODELS = ["smollm2-135m", "gemma3", "gpt-oss", "gemma4-12b"]
 

@@ -1,0 +1,295 @@
+"""The frozen records a matrix expands to: rows, script events and cells.
+
+A cell is everything needed to run one batched-decoding scenario twice (oracle and
+engine) and compare the bits. Its canonical id, e.g. ``l1/gemma3/B4/ragged/join-evict/
+ctx-wrap``, is the filter key, the golden's file name and the report key.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Literal
+
+from batchlab.engine.core.config import MLX_LM_DEFAULTS, ScheduleConfig
+from batchlab.engine.core.processors import ProcessorParams
+from batchlab.engine.core.sampler import GREEDY, SamplingParams
+
+# park: remove keeping the row's caches (``remove(uids, return_prompt_caches=True)``);
+# resume: insert it again with those caches and its ``resume`` ids as the new prompt.
+Action = Literal["insert", "remove", "park", "resume", "continue"]
+ACTIONS = ("insert", "remove", "park", "resume", "continue")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Row:
+    """One request: its prompt ids and how many tokens it may generate (per insert).
+
+    The rest is optional history and per-row settings: ``prefix`` (ids the row's caches
+    already hold when it is inserted, built by the single-stream path: a cached system
+    prompt), ``resume`` (the new ids it brings when a ``resume`` event re-inserts it),
+    ``sampling`` (its own sampler; None: the cell's shared one) and ``processors``."""
+
+    name: str
+    prompt: tuple[int, ...]
+    max_tokens: int
+    prefix: tuple[int, ...] = ()
+    resume: tuple[int, ...] = ()
+    sampling: SamplingParams | None = None
+    processors: ProcessorParams | None = None
+
+    def definition(self) -> dict:
+        """The row as the golden's digest sees it; the optional fields only when set, so
+        rows without them define what they always did."""
+        out = {"name": self.name, "prompt": list(self.prompt), "max_tokens": self.max_tokens}
+        if self.prefix:
+            out["prefix"] = list(self.prefix)
+        if self.resume:
+            out["resume"] = list(self.resume)
+        if self.sampling is not None:
+            out["sampling"] = self.sampling.as_dict()
+        if self.processors is not None:
+            out["processors"] = asdict(self.processors)
+        return out
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Event:
+    """Rows inserted or removed just before decode step ``step`` runs."""
+
+    step: int
+    action: Action
+    rows: tuple[str, ...]
+
+    def __str__(self) -> str:
+        return f"{self.action} {','.join(self.rows)} at {self.step}"
+
+
+# The values a cell id leaves out; any other value is named in the id (``Cell.extras``).
+DEFAULT_STEPS = 12
+DEFAULT_SEED = 0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Cell:
+    """One point of a matrix. ``batch`` is the most rows alive at once (rows waiting in
+    the queue count: they were inserted and not removed)."""
+
+    model: str
+    path: str
+    batch: int
+    padding: str
+    script: str
+    context: str
+    rows: tuple[Row, ...]
+    events: tuple[Event, ...]
+    steps: int = DEFAULT_STEPS  # the tokens each row may generate
+    seed: int = DEFAULT_SEED  # prompt ids are drawn from (seed, row name, length)
+    schedule: ScheduleConfig = MLX_LM_DEFAULTS
+    sampling: SamplingParams = GREEDY  # the batch's shared sampler; seed = MLX's global seed
+
+    @property
+    def id(self) -> str:
+        parts = [self.path, model_label(self.model), f"B{self.batch}", self.padding,
+                 self.script, f"ctx-{self.context}"]
+        extras = self.extras
+        return "/".join(parts + ([extras] if extras else []))
+
+    @property
+    def extras(self) -> str:
+        """Everything else that changes the bits, named when it is not the default:
+        ``steps40_seed1_pb2_cb4_ps16_t0.7_k5_p0.9_m0.05_x0.5_xt0.2_r3`` (pb / cb / ps:
+        prefill batch, completion batch, prefill step; t k p m x xt r: temperature, top-k,
+        top-p, min-p, XTC probability and threshold, seed),
+        then the per-row settings by position, round robin (``cyclic``), ``0`` for a row
+        without: ``rs-t0.7k5+0`` (samplers, ``sampling_tag``), ``lp-rp1.3+0+b5x2``
+        (processors, ``ProcessorParams.tag``)."""
+        out = []
+        if self.steps != DEFAULT_STEPS:
+            out.append(f"steps{self.steps}")
+        if self.seed != DEFAULT_SEED:
+            out.append(f"seed{self.seed}")
+        s, d = self.schedule, MLX_LM_DEFAULTS
+        for tag, have, want in (("pb", s.prefill_batch_size, d.prefill_batch_size),
+                                ("cb", s.completion_batch_size, d.completion_batch_size),
+                                ("ps", s.prefill_step_size, d.prefill_step_size)):
+            if have != want:
+                out.append(f"{tag}{have}")
+        p = self.sampling
+        if not p.greedy:
+            out.append(f"t{p.temperature:g}")
+            for tag, have, off in (("k", p.top_k, 0), ("p", p.top_p, 1.0),
+                                   ("m", p.min_p, 0.0), ("x", p.xtc_probability, 0.0),
+                                   ("xt", p.xtc_threshold if p.xtc_probability else 0.1, 0.1),
+                                   ("r", p.seed, 0)):
+                if have != off:
+                    out.append(f"{tag}{have:g}")
+        rs = cyclic([sampling_tag(r.sampling) if r.sampling else "0" for r in self.rows])
+        if any(t != "0" for t in rs):
+            out.append("rs-" + "+".join(rs))
+        lp = cyclic([r.processors.tag if r.processors else "0" for r in self.rows])
+        if any(t != "0" for t in lp):
+            out.append("lp-" + "+".join(lp))
+        return "_".join(out)
+
+    @property
+    def scenario_id(self) -> str:
+        """The id without the path: what the oracle runs, shared by every path. A
+        quantized-KV path has an oracle of its own (mlx-lm's serial QuantizedKVCache
+        run at its bits): its scenario keeps the path."""
+        from batchlab.engine.paths.registry import PATHS
+
+        path = PATHS.get(self.path)
+        if path is not None and path.kv_scheme is not None:
+            return self.id
+        return self.id.split("/", 1)[1]
+
+    @property
+    def golden_stem(self) -> str:
+        """The scenario id as one file name: goldens/<backend>/<golden_stem>.json."""
+        return self.scenario_id.replace("/", "__")
+
+    def row(self, name: str) -> Row:
+        for row in self.rows:
+            if row.name == name:
+                return row
+        raise KeyError(f"cell {self.id} has no row {name!r}")
+
+    def definition(self) -> dict:
+        """What the bits depend on apart from the path; the golden stores its digest. The
+        schedule and the sampler appear only when they are not the defaults, so the
+        definitions (and goldens) of cells that use neither stay what they were."""
+        out = {
+            "model": self.model,
+            "rows": [r.definition() for r in self.rows],
+            "events": [str(e) for e in self.events],
+        }
+        if self.schedule != MLX_LM_DEFAULTS:
+            out["schedule"] = self.schedule.as_dict()
+        if self.sampling != GREEDY:
+            out["sampling"] = self.sampling.as_dict()
+        return out
+
+    def definition_digest(self) -> str:
+        text = json.dumps(self.definition(), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def sampling_tag(p: SamplingParams) -> str:
+    """A per-row sampler in a cell id: ``t0.7k5p0.9m0.05`` (``t0``: greedy)."""
+    out = f"t{p.temperature:g}"
+    if not p.greedy:
+        for tag, have, off in (("k", p.top_k, 0), ("p", p.top_p, 1.0), ("m", p.min_p, 0.0),
+                               ("x", p.xtc_probability, 0.0),
+                               ("xt", p.xtc_threshold if p.xtc_probability else 0.1, 0.1)):
+            if have != off:
+                out += f"{tag}{have:g}"
+    return out
+
+
+def cyclic(tags: list[str]) -> list[str]:
+    """The shortest period of a per-row list: rows take these by position, round robin
+    (``[a, 0, a, 0, a]`` -> ``[a, 0]``), so a setting written once names every B alike."""
+    for n in range(1, len(tags) + 1):
+        if all(t == tags[i % n] for i, t in enumerate(tags)):
+            return tags[:n]
+    return tags
+
+
+def model_label(model: str) -> str:
+    """Zoo names stay; a model directory is named by its last component in ids."""
+    return Path(model).name if ("/" in model or model.startswith(".")) else model
+
+
+def validate_events(rows: tuple[Row, ...], events: tuple[Event, ...], where: str) -> None:
+    """Every row is inserted once, before it is removed, and removed while alive. A row is
+    parked while alive and at a step before it can have finished (fewer steps since its
+    insert than its ``max_tokens``: otherwise there may be no cache to keep), and resumed,
+    once, at a later step, with ``resume`` ids. ``continue`` inserts a row again after it
+    finished, with the caches it finished with (BatchGenerator's ``Response.prompt_cache``)
+    and its ``resume`` ids: a chat's next turn; it must come after the row's last token."""
+    names = {r.name: r for r in rows}
+    inserted: dict[str, int] = {}
+    state: dict[str, str] = {}  # alive, parked, resumed (alive again), gone
+    resumed: set[str] = set()
+    for event in sorted(events, key=lambda e: (e.step, e.action not in
+                                                ("insert", "resume", "continue"))):
+        for name in event.rows:
+            if name not in names:
+                raise ValueError(f"{where}: event '{event}' names unknown row {name!r}")
+            have = state.get(name)
+            if event.action == "insert":
+                if name in inserted:
+                    raise ValueError(f"{where}: row {name!r} is inserted twice; use 'park' "
+                                     "and 'resume' to bring a row back")
+                inserted[name], state[name] = event.step, "alive"
+            elif event.action == "resume":
+                if have != "parked":
+                    raise ValueError(f"{where}: row {name!r} is resumed at step {event.step} "
+                                     "but was not parked before; park it at an earlier step")
+                if not names[name].resume:
+                    raise ValueError(f"{where}: row {name!r} is resumed but has no 'resume' "
+                                     "ids; give its prompt a resume = [...] or length")
+                inserted[name], state[name] = event.step, "resumed"
+                resumed.add(name)
+            elif event.action == "continue":
+                if have != "alive":
+                    raise ValueError(f"{where}: row {name!r} is continued at step {event.step} "
+                                     "but is not a running row then; continue a row once, "
+                                     "after it was inserted")
+                if event.step - inserted[name] <= names[name].max_tokens + 1:
+                    raise ValueError(
+                        f"{where}: row {name!r} is continued at step {event.step}, before it "
+                        f"surely finished its {names[name].max_tokens} tokens; continue it "
+                        f"at step {inserted[name] + names[name].max_tokens + 2} or later")
+                if not names[name].resume:
+                    raise ValueError(f"{where}: row {name!r} is continued but has no 'resume' "
+                                     "ids; give its prompt a resume = [...] or length")
+                inserted[name], state[name] = event.step, "resumed"
+                resumed.add(name)
+            elif have is None:
+                raise ValueError(f"{where}: row {name!r} is {event.action}d before it is "
+                                 "inserted")
+            elif have not in ("alive", "resumed"):
+                raise ValueError(f"{where}: row {name!r} is {event.action}d at step "
+                                 f"{event.step} but is not alive then")
+            elif event.step == inserted[name]:
+                raise ValueError(f"{where}: row {name!r} is {event.action}d at step "
+                                 f"{event.step}, the step it is inserted; {event.action} it "
+                                 "at a later step")
+            elif event.action == "park":
+                if have == "resumed":
+                    raise ValueError(f"{where}: row {name!r} is parked twice; park it once")
+                if event.step - inserted[name] >= names[name].max_tokens:
+                    raise ValueError(
+                        f"{where}: row {name!r} is parked at step {event.step}, when it may "
+                        f"have finished its {names[name].max_tokens} tokens; park it earlier")
+                state[name] = "parked"
+            else:
+                state[name] = "gone"
+    missing = set(names) - set(inserted)
+    if missing:
+        raise ValueError(f"{where}: rows {sorted(missing)} are never inserted")
+    unresumed = [r.name for r in rows if r.resume and r.name not in resumed]
+    if unresumed:
+        raise ValueError(f"{where}: rows {unresumed} have 'resume' ids but are never parked "
+                         "and resumed or continued; drop the ids or add the events")
+
+
+def parse_event(text: str, where: str) -> Event:
+    """``"insert A,B at 0"`` -> Event(step=0, action="insert", rows=("A", "B"))."""
+    words = text.replace(", ", ",").split()
+    if len(words) != 4 or words[0] not in ACTIONS or words[2] != "at":
+        raise ValueError(
+            f"{where}: cannot read event {text!r}; write e.g. 'insert A,B at 0', "
+            "'remove A at 8', 'park A at 4' or 'resume A at 7'"
+        )
+    try:
+        step = int(words[3])
+    except ValueError:
+        raise ValueError(f"{where}: event {text!r} needs an integer step") from None
+    if step < 0:
+        raise ValueError(f"{where}: event {text!r} has a negative step")
+    return Event(step=step, action=words[0], rows=tuple(words[1].split(",")))

@@ -1,0 +1,169 @@
+"""Helpers over a model's list of per-layer batch caches.
+
+A model's forward takes one cache per layer (``model(tokens, cache=caches)``); every
+membership change touches all of them at once, so row b of the batch is row b of every
+layer. The per-layer cache types follow ``model.make_cache()``:
+
+    KVCache                  -> BatchKV
+    RotatingKVCache(max_size) -> BatchRing(max_size)    (``keep`` is dropped, as mlx-lm does)
+    ArraysCache(size)        -> BatchState(size)
+    CacheList(a, b, ...)     -> BatchList(batch(a), batch(b), ...)
+
+Other types (QuantizedKVCache, ChunkedKVCache, ConcatenateKVCache) have no batch form in
+mlx-lm either (no ``merge``): ``make_batch_caches`` refuses them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+import mlx.core as mx
+from mlx_lm.models.cache import ArraysCache, CacheList, KVCache, RotatingKVCache
+
+from batchlab.engine.caches.kv import BatchKV
+from batchlab.engine.caches.ring import BatchRing
+from batchlab.engine.caches.rowints import RowInts, RowUploads
+from batchlab.engine.caches.state import BatchList, BatchState
+
+
+def single_caches(model) -> list:
+    """One row's fresh caches, as mlx-lm's ``make_prompt_cache`` builds them (no
+    ``max_kv_size``: BatchGenerator has none)."""
+    if hasattr(model, "make_cache"):
+        return model.make_cache()
+    return [KVCache() for _ in model.layers]
+
+
+def batch_cache_for(template, left_padding: Sequence[int], kv_class: type = BatchKV,
+                    ring_class: type = BatchRing):
+    """The empty batch cache that stands for the single-row cache ``template``.
+    ``kv_class`` / ``ring_class`` let a path use its own full-attention and sliding-window
+    caches (``ring_class(max_size, left_padding)``).
+
+    Types are matched exactly: a subclass (a model's own cache variant) may store or mask
+    differently, so it is refused rather than batched as its base class.
+    """
+    kind = type(template)
+    if kind is KVCache:
+        return kv_class(left_padding)
+    if kind is RotatingKVCache:
+        return ring_class(template.max_size, left_padding)
+    if kind is ArraysCache:
+        return BatchState(len(template.cache), left_padding)
+    if kind is CacheList:
+        return BatchList(*(batch_cache_for(c, left_padding, kv_class, ring_class)
+                           for c in template.caches))
+    raise ValueError(  # not gated: refusal
+        f"{kind.__name__} has no batch form (mlx-lm cannot batch it either); "
+        "run this model at B=1 or give it KVCache/RotatingKVCache/ArraysCache layers"
+    )
+
+
+# Model modules that test ``isinstance(cache, ArraysCache)`` on the forward path: handed a
+# BatchState they would silently keep no state (mamba v1 writes its conv/SSM state only
+# then). qwen3_next does it too, but only in pipeline-parallel mode, which we never run.
+NEEDS_MLX_LM_CLASSES = {"mlx_lm.models.mamba"}
+
+
+def refuse_unbatchable(model) -> None:
+    """Raise for a model whose forward would silently keep no state in the engine's
+    caches (``NEEDS_MLX_LM_CLASSES``)."""
+    if type(model).__module__ in NEEDS_MLX_LM_CLASSES:  # not gated: refusal
+        raise ValueError(
+            f"{type(model).__module__} checks isinstance(cache, ArraysCache) and would keep "
+            "no state in the engine's caches; it is not supported"
+        )
+
+
+def make_batch_caches(model, batch_size: int, *, kv_class: type = BatchKV,
+                      ring_class: type = BatchRing) -> list:
+    """Empty batch caches for ``batch_size`` rows: mlx-lm merging that many fresh
+    caches, which is what its BatchGenerator does for new prompts (left_padding zero)."""
+    refuse_unbatchable(model)
+    padding = [0] * batch_size
+    caches = [batch_cache_for(c, padding, kv_class, ring_class) for c in single_caches(model)]
+    return share_uploads(caches)
+
+
+def leaves(caches: Sequence) -> Iterator:
+    """Every cache of a layer list, a ``CacheList``'s or ``BatchList``'s parts in place
+    of the list (the one walker over them)."""
+    for c in caches:
+        if isinstance(c, (BatchList, CacheList)):
+            yield from leaves(c.caches)
+        else:
+            yield c
+
+
+def share_uploads(caches: list) -> list:
+    """Give the layers of one batch one ``RowUploads`` per cache class and vector, so a
+    step uploads each vector once, not once per layer (``rowints.py``). Returns ``caches``."""
+    shared: dict[tuple[type, str], RowUploads] = {}
+    for c in leaves(caches):
+        for name, ints in vars(c).items():
+            if isinstance(ints, RowInts):
+                ints.uploads = shared.setdefault((type(c), name), RowUploads())
+    return caches
+
+
+def merge_rows(rows: Sequence):
+    """One layer's batch cache from that layer's single-row caches (mlx-lm's classes,
+    as ``extract`` returns them), one per row."""
+    kind = type(rows[0])
+    if kind is KVCache:
+        return BatchKV.merge(rows)
+    if kind is RotatingKVCache:
+        return BatchRing.merge(rows)
+    if kind is ArraysCache:
+        return BatchState.merge(rows)
+    if kind is CacheList:  # part i of the batch list merges part i of every row
+        return BatchList(*(merge_rows(list(parts)) for parts in zip(*(c.caches for c in rows))))
+    raise ValueError(  # not gated: refusal
+        f"{kind.__name__} does not support batching with history (no merge)")
+
+
+def merge_layers(per_row: Sequence[Sequence]) -> list:
+    """Batch caches from each row's list of per-layer single caches (row order kept)."""
+    return share_uploads([merge_rows(list(layer)) for layer in zip(*per_row)])
+
+
+def filter_layers(caches: list, keep: Sequence[int]) -> list:
+    """Keep rows ``keep`` in every layer (in place); returns ``caches``."""
+    for c in caches:
+        c.filter(keep)
+    return caches
+
+
+def extend_layers(caches: list, other: list) -> list:
+    """Append ``other``'s rows to every layer of ``caches`` (in place). The scheduler
+    replaces an empty batch instead of extending it, so both sides have rows."""
+    for c, o in zip(caches, other):
+        c.extend(o)
+    return caches
+
+
+def extract_layers(caches: list, idx: int) -> list:
+    """Row ``idx`` of every layer, as mlx-lm single-row caches."""
+    return [c.extract(idx) for c in caches]
+
+
+def prepare_layers(caches: list, *, lengths, right_padding) -> None:
+    for c in caches:
+        c.prepare(lengths=lengths, right_padding=right_padding)
+
+
+def finalize_layers(caches: list) -> None:
+    for c in caches:
+        c.finalize()
+
+
+def layer_state(caches: Sequence) -> list[mx.array]:
+    """Every array the caches hold, for ``mx.eval`` after a forward."""
+    out = []
+    for c in leaves(caches):
+        for x in c.state:
+            if isinstance(x, mx.array):
+                out.append(x)
+            elif isinstance(x, list):  # BatchState's arrays
+                out += [a for a in x if a is not None]
+    return out

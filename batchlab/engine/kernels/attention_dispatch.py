@@ -1,0 +1,84 @@
+"""Where a model's attention call goes: mlx-lm's helper, or one of the engine's own.
+
+mlx-lm's models call ``scaled_dot_product_attention`` from ``mlx_lm.models.base``, which
+picks the quantized or the fused kernel by ``hasattr(cache, "bits")``. Two paths need
+another computation than that helper's on some backends:
+
+- the invariant path's decode attention over exactly each row's keys, for caches that
+  ``attends_rows`` (``row_attention.py``);
+- quantized KV on CUDA, where mlx-lm's quantized attention has no kernel (its
+  ``quantized_matmul`` calls are refused there: ``quantized_attention.py``).
+
+``install_dispatch`` replaces the helper in the loaded ``mlx_lm.models`` modules with
+``dispatch``, which sends those calls to the engine and every other call, unchanged, to
+mlx-lm's helper; it is installed only by the paths that need it, when they are built.
+KV-shared layers (gemma4) get no cache: their keys are the ones a caching layer was just
+served, so the dispatch finds that layer's cache by the keys array it handed out.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections import OrderedDict
+
+import mlx.core as mx
+
+from batchlab.backend import on_cuda
+from batchlab.engine.kernels.quantized_attention import quantized_attention
+from batchlab.engine.kernels.row_attention import row_attention
+
+# id(keys) -> (keys, the cache that served them), newest last. Bounded: a KV-shared layer
+# reads keys served earlier in the same forward, so only the last forward's entries (one
+# per caching layer) matter, and caches that are gone must not keep their keys alive.
+_SERVED: OrderedDict[int, tuple[mx.array, object]] = OrderedDict()
+_SERVED_MAX = 512
+
+
+def _cache_of(keys, cache):
+    if cache is not None:
+        return cache
+    served = _SERVED.get(id(keys))  # a KV-shared layer: keys a caching layer was served
+    return served[1] if served is not None and served[0] is keys else None
+
+
+def _remember(keys, cache) -> None:
+    old = getattr(cache, "_served_id", None)
+    if old is not None:
+        _SERVED.pop(old, None)
+    _SERVED[id(keys)] = (keys, cache)
+    cache._served_id = id(keys)
+    while len(_SERVED) > _SERVED_MAX:
+        _SERVED.popitem(last=False)
+
+
+def make_dispatch(original):
+    def scaled_dot_product_attention(queries, keys, values, cache, scale, mask, sinks=None):
+        owner = _cache_of(keys, cache)
+        if queries.shape[2] == 1 and getattr(owner, "attends_rows", False):
+            if cache is not None:
+                _remember(keys, cache)
+            return row_attention(queries, keys, values, owner.first_keys(), scale, sinks)
+        if hasattr(owner, "bits") and on_cuda():  # not gated: gpu only
+            return quantized_attention(queries, keys, values, scale, mask, owner.group_size,
+                                       owner.bits, sinks)
+        return original(queries, keys, values, cache=cache, scale=scale, mask=mask,
+                        sinks=sinks)
+
+    scaled_dot_product_attention.original = original
+    return scaled_dot_product_attention
+
+
+def install_dispatch() -> None:
+    """Route mlx-lm's attention helper through ``dispatch`` in every loaded model module
+    (idempotent; calls on other caches run mlx-lm's helper unchanged)."""
+    from mlx_lm.models import base
+
+    original = getattr(base.scaled_dot_product_attention, "original",
+                       base.scaled_dot_product_attention)
+    dispatch = None
+    for name, module in list(sys.modules.items()):
+        if not name.startswith("mlx_lm.models.") or module is None:
+            continue
+        if getattr(module, "scaled_dot_product_attention", None) is original:
+            dispatch = dispatch or make_dispatch(original)
+            module.scaled_dot_product_attention = dispatch

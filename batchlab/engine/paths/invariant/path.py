@@ -1,0 +1,128 @@
+"""The ``invariant`` path: a row's bits do not depend on B, its neighbours or the schedule.
+
+Every row's logprobs, at every step, equal the same row's run alone (B = 1) on this
+path, whatever B, its position in the batch, its neighbours' lengths and contents, and
+when it joined or they left. l1's schedule is kept (admission, prefill chunks, joins,
+evictions); what a row's bits could depend on is removed, per source
+(docs/invariant.md has the table of what varies on each backend):
+
+- the ring layout: sliding-window layers get ``WindowKV`` (each row's keys in temporal
+  order, masked padding only in front) instead of ``BatchRing``, whose pointer is
+  shared by the batch;
+- the matmul kernel chosen by M: where the backend's GEMM is not row-invariant across M
+  (GPUs), every projection runs in blocks of a fixed number of rows (``rowblock.py``);
+  on the CPU backend it is invariant already and the model runs as it is;
+- mask or no mask: full-attention decode masks are dropped only where that cannot
+  change a bit (the CPU backend), as on l1, so on a GPU a row alone is masked too.
+
+On a GPU (and on every backend with ``row_block`` set: ``invariant-blocked``, the CPU
+gate of this code) the kernels themselves depend on the batch, so there also:
+
+- every prompt is prefilled alone (a prompt batch of one row, several per step): its
+  attention, SSM scan and expert sort see the shapes of its run alone, with no
+  neighbour's padding;
+- decode attention runs over exactly each row's keys (``row_attention.py``: a custom
+  CUDA kernel; per-row fused calls elsewhere);
+- MoE experts never sort their tokens and depthwise convolutions sum their taps
+  elementwise (``invariant_modules.py``).
+
+It is not bit-exact with mlx-lm's batch mode on sliding-window models (another key
+order) nor on a GPU (other kernels): its gate is each row against itself alone on this
+path (``EnginePath.reference == "solo"``), and its distance from l1 is measured by KL.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import mlx.core as mx
+from mlx import nn
+
+from batchlab.engine.caches.kv import BatchKV
+from batchlab.engine.caches.window import WindowKV
+from batchlab.engine.core.batch import Request
+from batchlab.engine.core.config import MLX_LM_DEFAULTS, ScheduleConfig
+from batchlab.engine.core.sampler import GREEDY, RowSampler, SamplingParams
+from batchlab.engine.core.scheduler import Scheduler
+from batchlab.engine.kernels.attention_dispatch import install_dispatch
+from batchlab.engine.paths.invariant.rowblock import blocked_model
+
+# Rows per GEMM on backends whose matmul kernel depends on M. 64 sits inside the range
+# the H200 probes found identical for every shape tried (FACTS.md: 4096x4096 switches
+# between M=2 and M=64; 4-bit switches between M=3 and M=8).
+GPU_ROW_BLOCK = 64
+
+
+def default_row_block() -> int | None:
+    """None on the CPU backend (its matmul is row-invariant across M: docs/invariant.md),
+    ``GPU_ROW_BLOCK`` elsewhere."""
+    return None if mx.default_device().type == mx.cpu else GPU_ROW_BLOCK
+
+
+class RowKV(BatchKV):
+    """BatchKV whose decode attention runs by rows (``row_attention.py``)."""
+
+    attends_rows = True
+
+    def first_keys(self) -> mx.array:
+        return self.left_padding
+
+
+class RowWindowKV(WindowKV):
+    """WindowKV whose decode attention runs by rows (``row_attention.py``)."""
+
+    attends_rows = True
+
+
+class InvariantScheduler(Scheduler):
+    """l1's scheduler with per-row window caches and, where the backend needs them (a
+    GPU, or ``row_block`` set), the kernel-level measures of the module docstring."""
+
+    ring_class = WindowKV
+    row_sampler_default = RowSampler  # a row's draws from its own key: B-invariant
+    row_block: int | None = None  # None: default_row_block(); 0: never block; N: N rows
+    prompts_per_step = 1  # prompts admitted and prefilled (each alone) per step: GPU mode
+
+    def __init__(self, model: nn.Module, config: ScheduleConfig = MLX_LM_DEFAULTS,
+                 sampling: SamplingParams = GREEDY, row_sampler: type | None = None):
+        rows = default_row_block() if self.row_block is None else self.row_block
+        if rows:
+            # A prompt is prefilled alone (the shapes of its run alone: no padding in its
+            # attention, SSM scan or expert sort), decode attention runs by rows, and MoE
+            # experts and convolutions by token (invariant_modules.py).
+            model = blocked_model(model, rows, invariant_modules=True)
+            self.prompts_per_step = config.prefill_batch_size
+            config = dataclasses.replace(config, prefill_batch_size=1)
+            self.kv_class, self.ring_class = RowKV, RowWindowKV
+            install_dispatch()
+        super().__init__(model, config, sampling, row_sampler)
+        self.rows_per_gemm = rows
+
+    def _prefill_chunk(self) -> None:
+        """Prefill with one prompt row at a time: up to ``prompts_per_step`` (the
+        schedule's prefill_batch_size) prompts are each admitted, prefilled alone and
+        joined (first step alone) in one step, so a burst still enters in one step."""
+        super()._prefill_chunk()
+        for _ in range(self.prompts_per_step - 1):
+            self._join_prefilled()
+            self._admit()  # admits nothing once the decode batch is full
+            if not len(self.prompt) or len(self.decode) >= self.max_decoding:
+                return
+            if self.prompt.seqs[0].unprefilled:  # else a 1-token prompt: joins next round
+                super()._prefill_chunk()
+
+    def insert(self, requests: list[Request]) -> None:
+        for request in requests:
+            if request.history is not None:  # not gated: refusal
+                raise ValueError(f"request {request.name!r} brings prompt-cache history; the "
+                                 "invariant path does not take history yet (use path l1)")
+        super().insert(requests)
+
+
+class BlockedInvariantScheduler(InvariantScheduler):
+    """The invariant path with its GPU row blocking on every backend, at 8 rows a GEMM:
+    the CPU gate then reaches the blocking code the H200 runs (a batch of 16 is two
+    blocks, a joiner's step one padded block)."""
+
+    row_block = 8
+

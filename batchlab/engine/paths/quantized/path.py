@@ -1,0 +1,137 @@
+"""The quantized-KV paths' scheduler: l1's schedule with quantized attention caches.
+
+A ``KVScheme`` says how each attention layer's cache is quantized: one ``KVQuant`` for
+every layer (``kv8``, ``kv4``), or a mixed scheme (``kvmix``): ``high_bits`` for the
+layers whose quantization moves the output most, measured by KL
+(``batchlab.engine.paths.quantized.sensitivity``), ``bits`` for the rest. SSM / conv state stays as it is.
+
+Layers are counted over the model's attention caches (KVCache and RotatingKVCache
+leaves of ``make_cache()``, CacheList parts in order): index i of a scheme's plan is
+the i-th attention cache.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from mlx import nn
+from mlx_lm.models.cache import CacheList, KVCache, RotatingKVCache
+
+from batchlab.backend import on_cuda
+from batchlab.engine.caches.state import BatchList
+from batchlab.engine.core import layers
+from batchlab.engine.core.scheduler import Scheduler
+from batchlab.engine.kernels.attention_dispatch import install_dispatch
+from batchlab.engine.paths.quantized.kv import BatchQuantizedKV, KVQuant
+from batchlab.engine.paths.quantized.ring import BatchQuantizedRing
+from batchlab.engine.paths.quantized.rotated import BatchRotatedKV
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class KVScheme:
+    bits: int
+    group_size: int = 64
+    start: int = 0
+    high_bits: int | None = None  # mixed: bits of the most KL-sensitive layers
+    high_share: float = 0.25  # mixed: that share of the attention layers (at least one)
+    rotated: bool = False  # Hadamard-rotated keys, served dequantized (rotated_kv.py)
+
+    @property
+    def mixed(self) -> bool:
+        return self.high_bits is not None
+
+    def quant(self, bits: int) -> KVQuant:
+        return KVQuant(bits=bits, group_size=self.group_size, start=self.start)
+
+    def plan(self, model: nn.Module) -> list[KVQuant]:
+        """One KVQuant per attention cache of ``model``."""
+        n = count_attention_caches(model)
+        if not self.mixed:
+            return [self.quant(self.bits)] * n
+        from batchlab.engine.paths.quantized.sensitivity import layer_sensitivity
+
+        ranked = sorted(range(n), key=lambda i: -layer_sensitivity(model, self)[i])
+        high = set(ranked[: max(1, math.ceil(self.high_share * n))])
+        return [self.quant(self.high_bits if i in high else self.bits) for i in range(n)]
+
+
+def attention_templates(model: nn.Module) -> list:
+    return [c for c in layers.leaves(layers.single_caches(model))
+            if type(c) in (KVCache, RotatingKVCache)]
+
+
+def count_attention_caches(model: nn.Module) -> int:
+    return len(attention_templates(model))
+
+
+def quantized_caches(model: nn.Module, left_padding: list[int], plan: list[KVQuant],
+                     kv_class: type = BatchQuantizedKV) -> list:
+    """Empty batch caches for one batch: attention caches quantized by ``plan``."""
+    if on_cuda():  # not gated: gpu only
+        install_dispatch()  # mlx-lm's quantized attention has no CUDA kernel
+    quants = iter(plan)
+
+    def build(template):
+        kind = type(template)
+        if kind is KVCache:
+            return kv_class(left_padding, next(quants))
+        if kind is RotatingKVCache:  # one way: no hybrid kv
+            return BatchQuantizedRing(template.max_size, left_padding, next(quants))
+        if kind is CacheList:  # not gated: no hybrid kv
+            return BatchList(*(build(c) for c in template.caches))
+        return layers.batch_cache_for(template, left_padding)  # not gated: no hybrid kv
+
+    return layers.share_uploads([build(c) for c in layers.single_caches(model)])
+
+
+class QuantizedScheduler(Scheduler):
+    """l1's scheduler; fresh rows get quantized caches. A path's subclass sets ``scheme``."""
+
+    scheme: KVScheme
+
+    def __init__(self, model: nn.Module, *args, **kwargs):
+        super().__init__(model, *args, **kwargs)
+        self.plan = self.scheme.plan(model)
+
+    def _fresh_caches(self, n: int) -> list:
+        if self.scheme.rotated:  # not gated: lab only
+            return quantized_caches(self.model, [0] * n, self.plan, BatchRotatedKV)
+        return quantized_caches(self.model, [0] * n, self.plan)
+
+
+def scheduler_for(scheme: KVScheme, name: str) -> type[QuantizedScheduler]:
+    return type(f"QuantizedScheduler_{name}", (QuantizedScheduler,), {"scheme": scheme})
+
+
+def refuses_quantized(scheme: KVScheme):
+    """Why ``scheme`` cannot run a model, or None (head dims must split into groups;
+    mlx-lm's quantized attention has no sinks)."""
+
+    def refuses(model: nn.Module) -> str | None:
+        if type(model).__module__.endswith("gpt_oss"):  # not gated: refusal
+            return "gpt-oss attention uses sinks, which mlx-lm's quantized SDPA refuses"
+        if count_attention_caches(model) == 0:  # not gated: refusal
+            return "the model has no attention caches to quantize"
+        rings = any(type(c) is RotatingKVCache for c in attention_templates(model))
+        if scheme.rotated and rings:  # not gated: lab only
+            return "rotated keys are implemented for full-attention layers only"
+        for dim in head_dims(model):
+            if scheme.rotated and dim & (dim - 1):  # not gated: lab only
+                return f"a Hadamard rotation needs a power-of-two head dim, not {dim}"
+            if dim % scheme.group_size:  # not gated: refusal
+                return (f"head dim {dim} is not a multiple of the kv group size "
+                        f"{scheme.group_size} (mx.quantize groups are 32, 64 or 128)")
+        return None
+
+    return refuses
+
+
+def head_dims(model: nn.Module) -> set[int]:
+    args = getattr(model, "args", None)
+    cfg = vars(args) if args is not None else {}
+    dims = {cfg.get("head_dim") or 0, cfg.get("global_head_dim") or 0}
+    unnamed = not (dims - {0}) and cfg.get("hidden_size") and cfg.get("num_attention_heads")
+    if unnamed:  # not gated: config
+        dims = {cfg["hidden_size"] // cfg["num_attention_heads"]}
+    return dims - {0}

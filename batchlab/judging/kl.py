@@ -1,0 +1,89 @@
+"""llama.cpp-style statistics of an engine trajectory against the oracle's distributions.
+
+Both sides must carry full logprob vectors (``Step.values``: a live oracle run). Steps are
+compared while the rows' tokens agree: after a row's first differing token the two runs
+condition on different text and a distance says nothing more; ``same_top1`` counts that
+first differing step as a miss.
+
+The gate a lab path must pass when it is not bit-exact (``KLGate``) and its one
+tolerance live here too, beside the statistics they judge.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from batchlab.trajectory import Trajectory
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class KLStats:
+    steps: int
+    mean_kl: float
+    median_kl: float
+    p99_kl: float
+    max_kl: float
+    same_top1: float
+    rms_dp: float  # RMS of probability deltas over every token of every compared step
+
+    def describe(self) -> str:
+        return (f"KL over {self.steps} steps: mean {self.mean_kl:.3g}, median "
+                f"{self.median_kl:.3g}, p99 {self.p99_kl:.3g}, max {self.max_kl:.3g}; "
+                f"same top-1 {self.same_top1:.1%}; RMS dp {self.rms_dp:.3g}")
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class KLGate:
+    """Pass a non-exact lab cell when its statistics against the oracle stay inside."""
+
+    max_kl: float  # nats, worst single step of any row
+    min_same_top1: float  # share of compared steps whose argmax agrees
+
+
+# The one tolerance of the lab paths (fast, compiled) where they are not bit-exact; the
+# path registry (``batchlab.engine.paths.registry``) names which paths it judges. l1 has none.
+LAB_KL_GATE = KLGate(max_kl=1e-3, min_same_top1=0.99)
+
+# The quantized-KV paths where a row is not bit-exact against its serial QuantizedKVCache
+# run (sliding-window rings, which mlx-lm cannot quantize; rows quantized before their
+# start): the distance is that of quantization itself, so the gate is looser by bits.
+# Measured on gemma3-hd64 (random weights, near-flat distributions, so top-1 is fragile):
+#   kv8 B4 ragged join-evict wrap: KL mean 0.00184, max 0.0158; same top-1 76.5%
+#   kv4 B4 equal static wrap:      KL mean 0.136, max 0.549; same top-1 42.9%
+KV8_KL_GATE = KLGate(max_kl=0.05, min_same_top1=0.6)
+KV4_KL_GATE = KLGate(max_kl=1.0, min_same_top1=0.3)
+
+
+def normalized(logprobs: np.ndarray) -> np.ndarray:
+    """Logprobs renormalised in float64. bf16 logprobs sum to one only within their
+    rounding, and unnormalised inputs make KL come out slightly negative."""
+    x = logprobs.astype(np.float64)
+    top = x.max()
+    return x - (top + np.log(np.sum(np.exp(x - top))))
+
+
+def kl_stats(reference: Trajectory, got: Trajectory) -> KLStats:
+    kls, same, squares, count = [], [], 0.0, 0
+    for name, ref_steps in reference.rows.items():
+        for ref, step in zip(ref_steps, got.rows.get(name, ())):
+            if ref.values is None or step.values is None:
+                raise ValueError("KL statistics need full logprobs: run the oracle live")
+            lp_ref, lp_got = normalized(ref.values), normalized(step.values)
+            p_ref, p_got = np.exp(lp_ref), np.exp(lp_got)
+            kls.append(float(np.sum(p_ref * (lp_ref - lp_got))))
+            same.append(int(np.argmax(ref.values)) == int(np.argmax(step.values)))
+            squares += float(np.sum((p_ref - p_got) ** 2))
+            count += p_ref.size
+            if ref.token != step.token:
+                break
+    if not kls:
+        raise ValueError("no steps to compare")
+    arr = np.array(kls)
+    return KLStats(steps=len(kls), mean_kl=float(arr.mean()), median_kl=float(np.median(arr)),
+                   p99_kl=float(np.percentile(arr, 99)), max_kl=float(arr.max()),
+                   same_top1=float(np.mean(same)), rms_dp=float(np.sqrt(squares / count)))
