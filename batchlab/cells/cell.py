@@ -139,10 +139,9 @@ class Cell:
         """The id without the path: what the oracle runs, shared by every path. A
         quantized-KV path has an oracle of its own (mlx-lm's serial QuantizedKVCache
         run at its bits): its scenario keeps the path."""
-        from batchlab.engine.paths.registry import PATHS
+        from batchlab.judging.judging import judging_for
 
-        path = PATHS.get(self.path)
-        if path is not None and path.kv_scheme is not None:
+        if judging_for(self.path).scenario_keeps_path:
             return self.id
         return self.id.split("/", 1)[1]
 

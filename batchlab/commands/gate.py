@@ -48,8 +48,7 @@ def add_gate_parser(sub) -> None:
                      help="folder for engine.md and engine.json (default: reports/coverage)")
     cov.set_defaults(func=coverage_command)
 
-    from batchlab.gate.mutation import add_report_parser
-    add_report_parser(actions)
+    add_mutation_parsers(actions)
 
 
 def coverage_command(args, console) -> int:
@@ -119,3 +118,49 @@ def markdown(result: EngineCoverage, threshold: float, passed: bool, why: str) -
                   for e in marked]
         lines.append("")
     return "\n".join(lines).rstrip() + "\n"
+
+
+def add_mutation_parsers(actions) -> None:
+    s = actions.add_parser("mutation-sample", help="print a deterministic sample of mutants")
+    s.add_argument("--campaign", type=Path, required=True,
+                   help="the folder mutmut ran in (it holds mutants/)")
+    s.add_argument("--every", type=int, default=10, help="every n-th mutant of each file")
+    s.set_defaults(func=sample_command)
+    r = actions.add_parser("mutation-report", help="write the report of a mutmut campaign")
+    r.add_argument("--campaign", type=Path, required=True,
+                   help="the folder mutmut ran in (it holds mutants/)")
+    r.add_argument("--sample", type=Path, required=True,
+                   help="the sampled mutant names, one a line (mutation-sample's output)")
+    r.add_argument("--verdicts", type=Path, required=True,
+                   help="TOML [verdicts] name = 'equivalent: ...' | 'hole: ...'")
+    r.add_argument("--out", type=Path, required=True, help="report folder")
+    r.add_argument("--note", default="", help="a paragraph on how the campaign was run")
+    r.set_defaults(func=report_command)
+
+
+def sample_command(args, console) -> int:
+    from batchlab.gate.mutation import sample
+
+    for name in sample(args.campaign, args.every):
+        print(name)
+    return 0
+
+
+def report_command(args, console) -> int:
+    from batchlab.gate.mutation import campaign, diff, load_verdicts
+    from batchlab.gate.mutation_report import write_report
+
+    names = [n for n in args.sample.read_text().split() if n]
+    result = campaign(args.campaign, names)
+    verdicts = load_verdicts(args.verdicts)
+    diffs = {o.name: diff(args.campaign, o.name) for o in result.survivors}
+    unjudged = write_report(args.out, result, diffs, verdicts, args.note)
+    console.print(f"mutation score {result.score:.1f}% ({result.tested} tested of "
+                  f"{len(result.sampled)} sampled, {result.generated} generated): "
+                  + ", ".join(f"{n} {s}" for s, n in sorted(result.counts.items())),
+                  highlight=False)
+    if unjudged:
+        console.print(f"[bold red]{len(unjudged)} survivors have no verdict[/] in "
+                      f"{args.verdicts}: {', '.join(unjudged)}", highlight=False)
+        return 1
+    return 0

@@ -9,6 +9,7 @@ from pathlib import Path
 from batchlab.backend import backend_key, versions
 from batchlab.cells.cell import Cell
 from batchlab.golden.store import GoldenError, Stamp, golden_path, read_golden
+from batchlab.judging.judging import judging_for
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -45,12 +46,8 @@ def expected_stamp(cell: Cell, fingerprint: str) -> Stamp:
 
 
 def has_golden(cell: Cell) -> bool:
-    """Whether the cell is judged against the oracle's golden: a path whose reference is
-    ``solo`` (the invariant path) compares each row with its own run alone instead."""
-    from batchlab.engine.paths.registry import PATHS
-
-    path = PATHS.get(cell.path)
-    return path is None or path.reference == "oracle"
+    """Whether the cell is judged against an oracle's golden (not by its solo runs)."""
+    return judging_for(cell.path).has_golden
 
 
 def unique_scenarios(cells: list[Cell]) -> list[Cell]:

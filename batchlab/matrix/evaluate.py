@@ -24,6 +24,8 @@ from batchlab.cells.cell import Cell
 from batchlab.cells.result import CellResult
 from batchlab.golden.store import GoldenError
 from batchlab.judging.compare import first_divergence
+from batchlab.judging.judging import Judging, judging_for
+from batchlab.judging.judging import Reference as JudgeReference
 from batchlab.status import Status
 
 
@@ -50,11 +52,12 @@ def evaluate_cell(cell: Cell, ref: Reference) -> CellResult:
         return CellResult.of(cell, status=status, detail=detail, rerun=rerun_command(cell, ref),
                              seconds=round(time.perf_counter() - start, 3), **kw)
 
-    if _reference_kind(cell) == "solo":
+    judging = judging_for(cell.path)
+    if judging.reference is JudgeReference.SOLO:
         return _solo_gate(cell, result)
 
     try:
-        golden = _reference(cell, ref)
+        golden = _reference(cell, ref, judging)
     except GoldenError as err:
         status = err.status if err.status in (Status.NO_GOLDEN, Status.STALE) else Status.ERROR
         return result(status, str(err), tokens=0)
@@ -89,21 +92,20 @@ def evaluate_cell(cell: Cell, ref: Reference) -> CellResult:
         if divergence is None:
             return result(Status.ORACLE_BUG, f"{_bug_text(golden.oracle_bug)} (engine equals "
                           "the oracle's (buggy) batch bits)", tokens=tokens)
-        return _lab_gate(cell, golden, got, divergence, result, tokens,
+        return _lab_gate(judging, golden, got, divergence, result, tokens,
                          note=f"engine differs from the oracle's batch bits, which are "
                               f"self-inconsistent too: {_bug_text(golden.oracle_bug)}")
     if divergence is None:
         return result(Status.PASS, f"{tokens} tokens bit-exact", tokens=tokens)
-    return _lab_gate(cell, golden, got, divergence, result, tokens)
+    return _lab_gate(judging, golden, got, divergence, result, tokens)
 
 
-def _lab_gate(cell, golden, got, divergence, result, tokens, note: str = ""):
+def _lab_gate(judging: Judging, golden, got, divergence, result, tokens, note: str = ""):
     """Not bit-exact: FAIL on l1; on a lab path, judge its KL statistics (live only).
     ``note`` is appended to the detail (an oracle bug the engine did not reproduce)."""
-    from batchlab.engine.paths.registry import PATHS
     from batchlab.judging.kl import kl_stats
 
-    gate = PATHS[cell.path].kl_gate
+    gate = judging.kl_gate
     where = divergence.describe() + (f"; {note}" if note else "")
     if gate is None:
         return result(Status.FAIL, where, tokens=tokens, divergence=divergence.as_dict())
@@ -116,13 +118,6 @@ def _lab_gate(cell, golden, got, divergence, result, tokens, note: str = ""):
                   f"not bit-exact ({where}); {stats.describe()}; gate max KL <= "
                   f"{gate.max_kl:g}, same top-1 >= {gate.min_same_top1:.0%}",
                   tokens=tokens, divergence=divergence.as_dict(), kl=stats.as_dict())
-
-
-def _reference_kind(cell: Cell) -> str:
-    from batchlab.engine.paths.registry import PATHS
-
-    path = PATHS.get(cell.path)
-    return "oracle" if path is None else path.reference
 
 
 def _solo_gate(cell: Cell, result) -> CellResult:
@@ -157,11 +152,11 @@ def _has_values(trajectory) -> bool:
     return all(s.values is not None for steps in trajectory.rows.values() for s in steps)
 
 
-def _reference(cell: Cell, ref: Reference):
+def _reference(cell: Cell, ref: Reference, judging: Judging):
     if ref.live:
         from batchlab.oracle.regen import make_golden
 
-        return make_golden(cell, keep_values=cell.path != "l1")
+        return make_golden(cell, keep_values=judging.keeps_values)
     from batchlab.golden.check import load_checked
 
     return load_checked(cell, ref.goldens, ref.matrix)

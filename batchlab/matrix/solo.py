@@ -1,6 +1,6 @@
 """The solo gate: every row of a cell against the same row run alone on the same path.
 
-A path whose ``reference`` is ``"solo"`` (``batchlab.engine.paths.registry``) promises batch
+A path judged by ``Reference.SOLO`` (``batchlab/judging/judging.py``) promises batch
 invariance, not mlx-lm's bits, so its reference is not a golden: for each row of the
 cell, the engine runs a one-row cell (that row inserted at step 0, nothing else) on the
 same path, and the row's tokens and logprob bytes must equal that run's, token by token.

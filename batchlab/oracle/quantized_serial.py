@@ -88,7 +88,7 @@ def mlx_lm_steps(model: nn.Module, prompt: tuple[int, ...], n: int, q: KVQuant,
 
 
 def has_rings(model: nn.Module) -> bool:
-    from batchlab.engine.paths.quantized.path import attention_templates
+    from batchlab.engine.paths.quantized.caches import attention_templates
 
     return any(type(c) is RotatingKVCache for c in attention_templates(model))
 

@@ -15,6 +15,7 @@ from batchlab.backend import backend_key
 from batchlab.cells.cell import Cell
 from batchlab.golden.check import expected_stamp, model_fingerprint
 from batchlab.golden.store import Golden, golden_path, write_golden
+from batchlab.judging.judging import judging_for
 from batchlab.oracle.batch import ORACLE_NAME, run_batch_oracle
 from batchlab.oracle.serial import batch_crash_bug, check_against_serial, serial_check_reason
 from batchlab.zoo import load
@@ -56,10 +57,8 @@ def make_golden(cell: Cell, keep_values: bool = False) -> Golden:
 
 
 def _kv_scheme(cell: Cell):
-    from batchlab.engine.paths.registry import PATHS
-
-    path = PATHS.get(cell.path)
-    return None if path is None else path.kv_scheme
+    """The serial quantized oracle's scheme, or None: the batch oracle judges the cell."""
+    return judging_for(cell.path).kv_scheme
 
 
 SIDECAR_MAX_VOCAB = 4096  # a real vocabulary (49152) makes ~3.5 MB of logprobs per cell

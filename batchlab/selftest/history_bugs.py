@@ -56,9 +56,9 @@ def history_merged_right_aligned() -> list[Patch]:
     the newest keys should be, unmasked, and the rows' positions come out too long."""
     clean = original(layers, "merge_rows")
 
-    def merge_rows(rows):
+    def merge_rows(rows, *args, **kwargs):
         if type(rows[0]) is not KVCache or all(r.keys is None for r in rows):
-            return clean(rows)
+            return clean(rows, *args, **kwargs)
         width = max(r.offset for r in rows)
         full = next(r for r in rows if r.keys is not None)
         padded = []
@@ -76,7 +76,7 @@ def history_merged_right_aligned() -> list[Patch]:
             c.keys, c.values = mx.concatenate(parts_k, axis=2), mx.concatenate(parts_v, axis=2)
             c.offset = width
             padded.append(c)
-        return clean(padded)
+        return clean(padded, *args, **kwargs)
 
     return [Patch(owner=layers, name="merge_rows", value=merge_rows)]
 
@@ -112,7 +112,7 @@ def context_forgets_history() -> list[Patch]:
 def xtc_coin_per_row() -> list[Patch]:
     """XTC tosses one coin per ROW of the call instead of one scalar for the call: a batch
     that shares a sampler no longer shares the coin (and the key advances differently)."""
-    from batchlab.engine import sampler
+    from batchlab.engine.core import sampler
 
     def xtc(logits, xtc_probability, xtc_threshold):
         probs = mx.softmax(logits, -1)

@@ -12,6 +12,7 @@ import mlx.core as mx
 
 from batchlab.engine.caches import state, window
 from batchlab.engine.caches.ring import BatchRing
+from batchlab.engine.core.factory import BatchCaches
 from batchlab.engine.paths.invariant import path as invariant
 from batchlab.selftest.inject import Patch, original
 
@@ -20,7 +21,8 @@ def shared_ring_pointer() -> list[Patch]:
     """The invariant path keeps l1's ``BatchRing``: every row writes at one ring pointer
     shared by the batch, so a row's keys sit in an order set by its neighbours (l1 on a
     sliding-window model, the negative control: fp32 rows differ by ~1e-6)."""
-    return [Patch(owner=invariant.InvariantScheduler, name="ring_class", value=BatchRing)]
+    return [Patch(owner=invariant.InvariantScheduler, name="caches",
+                                value=BatchCaches(ring_class=BatchRing))]
 
 
 def window_decode_mask_dropped() -> list[Patch]:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import struct
 from collections import Counter
 from dataclasses import dataclass
@@ -25,17 +24,12 @@ from mlx.utils import tree_flatten
 from mlx_lm.models.cache import ArraysCache
 
 from batchlab.zoo.build import build
+from batchlab.zoo.cache import cache_root
 from batchlab.zoo.real import REAL, build_real
 from batchlab.zoo.specs import ZOO
 from batchlab.zoo.variants import is_variant, variant_spec
 
 _CHUNK = 16 << 20
-
-
-def cache_root() -> Path:
-    """`$BATCHLAB_CACHE`, else `~/.cache/batchlab`."""
-    env = os.environ.get("BATCHLAB_CACHE")
-    return Path(env).expanduser() if env else Path.home() / ".cache" / "batchlab"
 
 
 def zoo_names() -> list[str]:

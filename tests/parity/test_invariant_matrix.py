@@ -9,7 +9,8 @@ import pytest
 
 from batchlab.cells.spec import load_matrix
 from batchlab.defaults import DEFAULT_GOLDENS, PROJECT_ROOT
-from batchlab.engine.paths.registry import PATHS
+from batchlab.judging.judging import Reference as JudgeReference
+from batchlab.judging.judging import judging_for
 from batchlab.matrix.evaluate import Reference, evaluate_cell
 from batchlab.status import Status
 
@@ -23,7 +24,7 @@ FAMILIES = {"llama", "qwen3", "minicpm", "gemma3", "gemma4-12b", "gemma4-e4b", "
 def test_the_invariant_matrix_covers_what_issue_20_asks():
     assert len(CELLS) == 47
     assert {c.path for c in CELLS} == {"invariant"}
-    assert PATHS["invariant"].reference == "solo"
+    assert judging_for("invariant").reference is JudgeReference.SOLO
     assert {c.model for c in CELLS} == FAMILIES
     needles = [c for c in CELLS if c.padding == "needle"]
     assert {c.model for c in needles} == FAMILIES - {"smollm2-135m"}

@@ -736,7 +736,7 @@ def test_cache_list_matches_mlx_lm():
 def test_decode_offsets_are_shared_by_every_layer_and_stay_exact(adds_on_device, monkeypatch):
     """``RowInts.shift``: the host only counts, every layer of a step ends up holding one
     device array, and host and device agree after any mix of reads, shifts and sets."""
-    from batchlab.engine import rowints
+    from batchlab.engine.caches import rowints
 
     monkeypatch.setattr(rowints, "_adds_offsets_on_device", lambda: adds_on_device)
     # equal ints in distinct arrays, one batch's layers (sharing one RowUploads)

@@ -13,6 +13,7 @@ from batchlab.cells.spec import expand
 from batchlab.defaults import DEFAULT_GOLDENS
 from batchlab.engine.caches.ring import BatchRing
 from batchlab.engine.caches.window import WindowKV
+from batchlab.engine.core.factory import BatchCaches
 from batchlab.engine.core.sampler import SamplingParams
 from batchlab.engine.paths.invariant.path import InvariantScheduler
 from batchlab.engine.paths.invariant.rowblock import (
@@ -148,7 +149,8 @@ def test_the_solo_gate_passes_the_invariant_path_and_fails_a_shared_ring():
     assert evaluate_cell(c, REF).status == Status.PASS
     forget_solo_runs()
     try:
-        with applied([Patch(owner=InvariantScheduler, name="ring_class", value=BatchRing)]):
+        with applied([Patch(owner=InvariantScheduler, name="caches",
+                                value=BatchCaches(ring_class=BatchRing))]):
             result = evaluate_cell(c, REF)
     finally:
         forget_solo_runs()
@@ -231,7 +233,7 @@ def test_the_dispatch_sends_kv_shared_layers_to_the_caching_layers_rows(monkeypa
     """attention_dispatch.py: a decode call on a cache that attends by rows goes to the row
     attention; so does a KV-shared layer's call (no cache) on the keys that cache was just
     served; any other call goes to mlx-lm's helper unchanged."""
-    from batchlab.engine import attention_dispatch
+    from batchlab.engine.kernels import attention_dispatch
 
     calls = []
     monkeypatch.setattr(attention_dispatch, "row_attention",
@@ -260,7 +262,7 @@ def test_gpu_mode_prefills_every_prompt_alone_and_a_burst_in_one_step(monkeypatc
     """With its GPU measures on (row_block set), the path prefills each prompt in a
     forward of its own (no neighbour's padding in it), and still admits, prefills and
     joins a burst of prefill_batch_size prompts in one step."""
-    from batchlab.engine import scheduler as scheduler_module
+    from batchlab.engine.core import scheduler as scheduler_module
     from batchlab.engine.core.batch import Request
     from batchlab.engine.paths.invariant.path import BlockedInvariantScheduler
 
@@ -278,7 +280,7 @@ def test_gpu_mode_prefills_every_prompt_alone_and_a_burst_in_one_step(monkeypatc
 
 
 def test_the_dispatch_forgets_the_oldest_served_keys_past_its_bound(monkeypatch):
-    from batchlab.engine import attention_dispatch
+    from batchlab.engine.kernels import attention_dispatch
 
     monkeypatch.setattr(attention_dispatch, "_SERVED", attention_dispatch.OrderedDict())
     monkeypatch.setattr(attention_dispatch, "_SERVED_MAX", 2)

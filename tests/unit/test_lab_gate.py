@@ -8,9 +8,9 @@ import numpy as np
 from batchlab.cells.result import CellResult
 from batchlab.cells.spec import expand
 from batchlab.engine.paths.fast import UnmaskedDecodeKV
-from batchlab.engine.paths.registry import PATHS
 from batchlab.golden.store import Golden, Stamp
 from batchlab.judging.compare import first_divergence
+from batchlab.judging.judging import judging_for
 from batchlab.judging.kl import kl_stats
 from batchlab.matrix.evaluate import _lab_gate
 from batchlab.trajectory import Step, Trajectory
@@ -82,12 +82,12 @@ def gate_result(path: str, got_rows: list[list[float]]):
     def result(status, detail, **kw):
         return CellResult.of(cell, status=status, detail=detail, rerun="", seconds=0, **kw)
 
-    return _lab_gate(cell, golden, got, divergence, result, tokens=2)
+    return _lab_gate(judging_for(cell.path), golden, got, divergence, result, tokens=2)
 
 
 def test_l1_has_no_tolerance_and_fast_is_kl_gated():
     close = [[0.7001, 0.2999], [0.8, 0.2]]
-    assert PATHS["l1"].kl_gate is None
+    assert judging_for("l1").kl_gate is None
     assert gate_result("l1", close).status == "FAIL"
     passed = gate_result("fast", close)
     assert passed.status == "PASS" and passed.kl["max_kl"] < 1e-6

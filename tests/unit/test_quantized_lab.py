@@ -5,9 +5,10 @@ from __future__ import annotations
 import mlx.core as mx
 import pytest
 
-from batchlab.engine.paths.quantized.kv import KVQuant
+from batchlab.engine.caches.kv import BatchKV
+from batchlab.engine.core.cost import RowCost
+from batchlab.engine.paths.quantized.kv import BatchQuantizedKV, KVQuant
 from batchlab.engine.paths.registry import PATHS, Unsupported, resolve_path
-from batchlab.lab.density import LayerShape, row_bytes
 from batchlab.lab.report import markdown, summarize
 from batchlab.lab.run import Scores, text_rows
 from batchlab.oracle.quantized_serial import mlx_lm_steps, serial_quantized_steps
@@ -65,11 +66,16 @@ def test_text_rows_are_ragged_consecutive_slices():
 
 
 def test_row_bytes_per_layer_kind():
-    full = LayerShape(kv_heads=3, key_dim=64, value_dim=64, window=None, dtype_size=2)
-    ring = LayerShape(kv_heads=3, key_dim=64, value_dim=64, window=8, dtype_size=2)
-    assert row_bytes([full, ring], None, 100) == 100 * 768 + 8 * 768
-    q4 = KVQuant(bits=4, group_size=64)
-    assert row_bytes([full], [q4], 100) == 100 * 3 * 4 * (9 + 9)  # 216 B vs 768 B a token
+    """3 heads of 64 dims in bf16: 768 B a token; a ring of window 8 holds 8 tokens."""
+    cost = RowCost(per_token=768, window_per_token=((8, 768),), fixed=0)
+    assert cost.row_bytes(100) == 100 * 768 + 8 * 768
+    kv = BatchKV([0])
+    kv.update_and_fetch(*[mx.zeros((1, 3, 100, 64), mx.bfloat16)] * 2)
+    assert kv.token_bytes() == 768
+    q4 = BatchQuantizedKV([0], KVQuant(bits=4, group_size=64))
+    q4.update_and_fetch(*[mx.zeros((1, 3, 100, 64), mx.bfloat16)] * 2)
+    q4.update_and_fetch(*[mx.zeros((1, 3, 1, 64), mx.bfloat16)] * 2)  # quantized from here
+    assert q4.token_bytes() == 3 * 4 * (9 + 9)  # 216 B vs 768 B a token
 
 
 def test_kv_flags_name_a_registered_path():

@@ -100,6 +100,14 @@ class LeftPaddedKV:
     def nbytes(self) -> int:  # not gated: protocol
         return 0 if self.keys is None else self.keys.nbytes + self.values.nbytes
 
+    def token_bytes(self) -> int:
+        """Bytes one token of one row holds here, as stored (packed, when quantized); 0
+        before the first write (a layer that reads another layer's keys never writes)."""
+        if self.keys is None:
+            return 0
+        return (self.keys.nbytes + self.values.nbytes) // (self.keys.shape[0]
+                                                           * self.keys.shape[2])
+
     @staticmethod
     def drops_all_true_decode_mask() -> bool:
         """True on the CPU backend. It has no fused attention: SDPA applies a bool mask

@@ -75,6 +75,13 @@ class RowInts:
         self._dev: mx.array | None = None
         self._bounds: tuple[np.ndarray, int, int] | None = None  # (host array, min, max)
 
+    def copy(self) -> RowInts:
+        """An independent twin (same ints, its own pending shift); uploads are the
+        batch's to share (``layers.share_uploads``), so the twin starts with its own."""
+        twin = RowInts(self.label, optional=self.optional)
+        twin._base, twin._pending, twin._dev = self._base, self._pending, self._dev
+        return twin
+
     def set(self, value) -> None:
         if value is None and not self.optional:  # not gated: misuse
             raise ValueError(f"{self.label} cannot be None")

@@ -165,6 +165,14 @@ class BatchState:
     def nbytes(self) -> int:  # not gated: protocol
         return sum(c.nbytes for c in self.cache if c is not None)
 
+    def token_bytes(self) -> None:
+        """None: state is as large at one token as at any length (``row_bytes``)."""
+        return None
+
+    def row_bytes(self) -> int:
+        rows = max(self.batch_size, 1)
+        return sum(c.nbytes for c in self.cache if c is not None) // rows
+
 
 def _cat(x: mx.array | None, y: mx.array | None, a: int, b: int) -> mx.array | None:
     like = y if y is not None else x

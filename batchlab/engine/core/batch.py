@@ -7,7 +7,6 @@ the sequence list is always row i of every cache.
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass, field
 
 import mlx.core as mx
@@ -100,8 +99,8 @@ class PromptBatch:
     def split(self, take: list[int]) -> PromptBatch:
         """Move rows ``take`` into a new batch. Both sides are filtered, as mlx-lm does,
         so the moved rows' shared left padding is trimmed the same way."""
-        taken = PromptBatch(seqs=list(self.seqs), caches=copy.deepcopy(self.caches))
-        taken.filter(take)
+        taken = PromptBatch(seqs=[self.seqs[i] for i in take],
+                            caches=layers.split_layers(self.caches, take))
         self.filter([i for i in range(len(self.seqs)) if i not in set(take)])
         return taken
 

@@ -23,6 +23,7 @@ from mlx_lm.models.cache import ArraysCache, CacheList, KVCache, RotatingKVCache
 from batchlab.engine.caches.kv import BatchKV
 from batchlab.engine.caches.ring import BatchRing
 from batchlab.engine.caches.rowints import RowInts, RowUploads
+from batchlab.engine.caches.split import split_rows
 from batchlab.engine.caches.state import BatchList, BatchState
 
 
@@ -106,25 +107,26 @@ def share_uploads(caches: list) -> list:
     return caches
 
 
-def merge_rows(rows: Sequence):
+def merge_rows(rows: Sequence, kv_class: type = BatchKV):
     """One layer's batch cache from that layer's single-row caches (mlx-lm's classes,
-    as ``extract`` returns them), one per row."""
+    as ``extract`` returns them), one per row; full attention as ``kv_class``."""
     kind = type(rows[0])
     if kind is KVCache:
-        return BatchKV.merge(rows)
+        return kv_class.merge(rows)
     if kind is RotatingKVCache:
         return BatchRing.merge(rows)
     if kind is ArraysCache:
         return BatchState.merge(rows)
     if kind is CacheList:  # part i of the batch list merges part i of every row
-        return BatchList(*(merge_rows(list(parts)) for parts in zip(*(c.caches for c in rows))))
+        return BatchList(*(merge_rows(list(parts), kv_class)
+                           for parts in zip(*(c.caches for c in rows))))
     raise ValueError(  # not gated: refusal
         f"{kind.__name__} does not support batching with history (no merge)")
 
 
-def merge_layers(per_row: Sequence[Sequence]) -> list:
+def merge_layers(per_row: Sequence[Sequence], kv_class: type = BatchKV) -> list:
     """Batch caches from each row's list of per-layer single caches (row order kept)."""
-    return share_uploads([merge_rows(list(layer)) for layer in zip(*per_row)])
+    return share_uploads([merge_rows(list(layer), kv_class) for layer in zip(*per_row)])
 
 
 def filter_layers(caches: list, keep: Sequence[int]) -> list:
@@ -132,6 +134,11 @@ def filter_layers(caches: list, keep: Sequence[int]) -> list:
     for c in caches:
         c.filter(keep)
     return caches
+
+
+def split_layers(caches: list, take: Sequence[int]) -> list:
+    """Rows ``take`` of every layer as new caches (``caches`` unchanged)."""
+    return share_uploads([split_rows(c, list(take)) for c in caches])
 
 
 def extend_layers(caches: list, other: list) -> list:

@@ -36,11 +36,10 @@ from dataclasses import dataclass
 import mlx.core as mx
 from mlx import nn
 
-from batchlab.engine.caches.kv import BatchKV
-from batchlab.engine.caches.ring import BatchRing
 from batchlab.engine.core import layers
 from batchlab.engine.core.batch import DecodeBatch, PromptBatch, Request, Sequence
 from batchlab.engine.core.config import MLX_LM_DEFAULTS, ScheduleConfig
+from batchlab.engine.core.factory import BatchCaches
 from batchlab.engine.core.history import History, fresh_history
 from batchlab.engine.core.processors import process_rows
 from batchlab.engine.core.sampler import GREEDY, BatchSampler, SamplingParams, sample_rows
@@ -69,17 +68,15 @@ class Emission:
 
 
 class Scheduler:
-    """The l1 path. Subclasses (other paths) may swap the full-attention and
-    sliding-window cache classes."""
+    """The l1 path. A path's subclass brings its own ``caches`` (``core/factory.py``)."""
 
-    kv_class: type = BatchKV
+    caches: BatchCaches = BatchCaches()
     # the sampler of a row with its own settings, unless the caller names one: a path
     # whose rows must not depend on B (invariant) draws from each row's own key
     row_sampler_default: type = BatchSampler
     # serving's prompt cache: a row that finishes hands back its caches on its Emission
     # (extracted before the filter drops it, as BatchGenerator's Response.prompt_cache)
     keep_finished_histories: bool = False
-    ring_class: type = BatchRing
 
     def __init__(self, model: nn.Module, config: ScheduleConfig = MLX_LM_DEFAULTS,
                  sampling: SamplingParams = GREEDY, row_sampler: type | None = None):
@@ -210,21 +207,15 @@ class Scheduler:
         if any(s.request.history for s in seqs):
             # rows with history: merge every row's single caches, fresh ones for the rest,
             # as BatchGenerator merges whatever each row came with (left-padded to the longest)
-            layers.refuse_unbatchable(self.model)
-            caches = layers.merge_layers([
+            caches = self.caches.merged(self.model, [
                 (s.request.history or fresh_history(self.model)).caches for s in seqs])
         else:
-            caches = self._fresh_caches(n)
+            caches = self.caches.fresh(self.model, n)
         fresh = PromptBatch(seqs=seqs, caches=caches)
         if len(self.prompt):
             self.prompt.extend(fresh)
         else:
             self.prompt = fresh
-
-    def _fresh_caches(self, n: int) -> list:
-        """Empty caches for ``n`` admitted rows (a path may build its own)."""
-        return layers.make_batch_caches(self.model, n, kv_class=self.kv_class,
-                                        ring_class=self.ring_class)
 
     def _join_prefilled(self) -> None:
         ready = [i for i, s in enumerate(self.prompt.seqs) if not s.unprefilled]

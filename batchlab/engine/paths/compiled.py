@@ -33,6 +33,7 @@ from mlx_lm.models.cache import KVCache
 
 from batchlab.engine.caches.kv import BatchKV
 from batchlab.engine.core.config import MLX_LM_DEFAULTS, ScheduleConfig
+from batchlab.engine.core.factory import BatchCaches
 from batchlab.engine.core.layers import single_caches
 from batchlab.engine.core.sampler import GREEDY, SamplingParams
 from batchlab.engine.core.scheduler import Scheduler
@@ -79,7 +80,7 @@ class CompiledKV(BatchKV):
 class CompiledScheduler(Scheduler):
     """l1's scheduler whose decode forward is one compiled call."""
 
-    kv_class = CompiledKV
+    caches = BatchCaches(kv_class=CompiledKV)
 
     def __init__(self, model: nn.Module, config: ScheduleConfig = MLX_LM_DEFAULTS,
                  sampling: SamplingParams = GREEDY):

@@ -16,6 +16,7 @@ it is not bit-exact (``docs/results.md``).
 from __future__ import annotations
 
 from batchlab.engine.caches.kv import BatchKV
+from batchlab.engine.core.factory import BatchCaches
 from batchlab.engine.core.scheduler import Scheduler
 
 
@@ -28,4 +29,4 @@ class UnmaskedDecodeKV(BatchKV):
 
 
 class FastScheduler(Scheduler):
-    kv_class = UnmaskedDecodeKV
+    caches = BatchCaches(kv_class=UnmaskedDecodeKV)

@@ -1,4 +1,4 @@
-"""The engine's paths: how a cell runs, and how its result is gated against the oracle.
+"""The engine's paths: what each one runs (its scheduler and caches) and what it refuses.
 
     l1        batchlab's own primitives on mlx-lm's schedule and layouts; bit-exact, always
     fast      l1 without all-True full-attention decode masks; bit-exact where exact, else KL
@@ -8,15 +8,14 @@
     kvmix     4-bit KV, 8-bit in the most KL-sensitive quarter of the layers; as kv8
     kv8-g32 kv4-g32 kv8-s8 kv4-s8   group 32, or a quantized-KV start of 8
     kv4h      4-bit KV, Hadamard-rotated keys served dequantized; no oracle: lab kl only
-    invariant every row equal to itself run alone on this path, at any B and schedule;
-              gated row by row against its solo runs (``reference = "solo"``), not the oracle
+    invariant every row equal to itself run alone on this path, at any B and schedule
     invariant-blocked  the same with its GPU measures on every backend (8-row GEMMs)
-    l1-solo   l1 judged by the solo reference: the invariance gate's negative control
+    l1-solo   l1 under another name: the invariance gate's negative control
 
-A new path is one entry in ``PATHS``: its scheduler, its gate and what it refuses. The
-matrix runner, the server and the bench all resolve names here (``resolve_path``), and
-the bench times every entry with the same driver. Gate tolerances live with the
-statistics they judge (``batchlab.judging.kl``); l1 has none.
+A new path is one entry in ``PATHS``: its scheduler and what it refuses. The matrix
+runner, the server and the bench all resolve names here (``resolve_path``), and the bench
+times every entry with the same driver. How the harness judges a path (its reference,
+its KL gate) is the harness's: ``batchlab/judging/judging.py``.
 """
 
 from __future__ import annotations
@@ -31,7 +30,6 @@ from batchlab.engine.paths.compiled import CompiledScheduler, unsupported_reason
 from batchlab.engine.paths.fast import FastScheduler
 from batchlab.engine.paths.invariant.path import BlockedInvariantScheduler, InvariantScheduler
 from batchlab.engine.paths.quantized.path import KVScheme, refuses_quantized, scheduler_for
-from batchlab.judging.kl import KV4_KL_GATE, KV8_KL_GATE, LAB_KL_GATE, KLGate
 
 
 class Unsupported(ValueError):
@@ -51,39 +49,34 @@ def _takes_every_model(model: nn.Module) -> str | None:
 class EnginePath:
     name: str
     scheduler: type[Scheduler]
-    kl_gate: KLGate | None  # None: bit-exact or FAIL
     refuses: Callable[[nn.Module], str | None] = _takes_every_model  # why not this model
-    kv_scheme: KVScheme | None = None  # quantized KV: the oracle is mlx-lm's serial run
-    # what a cell is compared with: "oracle" (mlx-lm's goldens, or live) or "solo" (each
-    # row against its own run alone on this same path: batch invariance, no golden)
-    reference: str = "oracle"
+    kv_scheme: KVScheme | None = None  # quantized KV: how each attention layer is stored
 
 
-def _kv_path(name: str, scheme: KVScheme, gate: KLGate) -> EnginePath:
-    return EnginePath(name=name, scheduler=scheduler_for(scheme, name), kl_gate=gate,
+def _kv_path(name: str, scheme: KVScheme) -> EnginePath:
+    return EnginePath(name=name, scheduler=scheduler_for(scheme, name),
                       refuses=refuses_quantized(scheme), kv_scheme=scheme)
 
 
 PATHS = {
-    "l1": EnginePath(name="l1", scheduler=Scheduler, kl_gate=None),
-    "fast": EnginePath(name="fast", scheduler=FastScheduler, kl_gate=LAB_KL_GATE),
-    "compiled": EnginePath(name="compiled", scheduler=CompiledScheduler, kl_gate=LAB_KL_GATE,
+    "l1": EnginePath(name="l1", scheduler=Scheduler),
+    "fast": EnginePath(name="fast", scheduler=FastScheduler),
+    "compiled": EnginePath(name="compiled", scheduler=CompiledScheduler,
                            refuses=unsupported_reason),
-    "kv8": _kv_path("kv8", KVScheme(bits=8), KV8_KL_GATE),
-    "kv4": _kv_path("kv4", KVScheme(bits=4), KV4_KL_GATE),
-    "kvmix": _kv_path("kvmix", KVScheme(bits=4, high_bits=8), KV4_KL_GATE),
-    "kv8-g32": _kv_path("kv8-g32", KVScheme(bits=8, group_size=32), KV8_KL_GATE),
-    "kv4-g32": _kv_path("kv4-g32", KVScheme(bits=4, group_size=32), KV4_KL_GATE),
-    "kv8-s8": _kv_path("kv8-s8", KVScheme(bits=8, start=8), KV8_KL_GATE),
-    "kv4-s8": _kv_path("kv4-s8", KVScheme(bits=4, start=8), KV4_KL_GATE),
-    "kv4h": _kv_path("kv4h", KVScheme(bits=4, rotated=True), KV4_KL_GATE),
-    "invariant": EnginePath(name="invariant", scheduler=InvariantScheduler, kl_gate=None,
-                            reference="solo"),
-    "invariant-blocked": EnginePath(name="invariant-blocked", kl_gate=None, reference="solo",
+    "kv8": _kv_path("kv8", KVScheme(bits=8)),
+    "kv4": _kv_path("kv4", KVScheme(bits=4)),
+    "kvmix": _kv_path("kvmix", KVScheme(bits=4, high_bits=8)),
+    "kv8-g32": _kv_path("kv8-g32", KVScheme(bits=8, group_size=32)),
+    "kv4-g32": _kv_path("kv4-g32", KVScheme(bits=4, group_size=32)),
+    "kv8-s8": _kv_path("kv8-s8", KVScheme(bits=8, start=8)),
+    "kv4-s8": _kv_path("kv4-s8", KVScheme(bits=4, start=8)),
+    "kv4h": _kv_path("kv4h", KVScheme(bits=4, rotated=True)),
+    "invariant": EnginePath(name="invariant", scheduler=InvariantScheduler),
+    "invariant-blocked": EnginePath(name="invariant-blocked",
                                     scheduler=BlockedInvariantScheduler),
-    # the invariance gate's negative control: l1 judged by the solo reference, which it
-    # must fail on a GPU (matrices/invariant-control.toml)
-    "l1-solo": EnginePath(name="l1-solo", scheduler=Scheduler, kl_gate=None, reference="solo"),
+    # the invariance gate's negative control: l1 under the solo judge, which it must fail
+    # on a GPU (matrices/invariant-control.toml)
+    "l1-solo": EnginePath(name="l1-solo", scheduler=Scheduler),
 }
 
 
@@ -99,7 +92,7 @@ def kv_path_for(bits: int, group_size: int = 64, start: int = 0) -> str:  # not 
 
     KVQuant(bits=bits, group_size=group_size, start=start)  # validates, says what to choose
     name = f"kv{bits}-g{group_size}-s{start}"
-    PATHS[name] = _kv_path(name, scheme, KV8_KL_GATE if bits == 8 else KV4_KL_GATE)
+    PATHS[name] = _kv_path(name, scheme)
     return name
 
 

@@ -28,7 +28,8 @@ gate of this code) the kernels themselves depend on the batch, so there also:
 
 It is not bit-exact with mlx-lm's batch mode on sliding-window models (another key
 order) nor on a GPU (other kernels): its gate is each row against itself alone on this
-path (``EnginePath.reference == "solo"``), and its distance from l1 is measured by KL.
+path (``Reference.SOLO`` in ``batchlab/judging/judging.py``), and its distance from l1 is
+measured by KL.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from batchlab.engine.caches.kv import BatchKV
 from batchlab.engine.caches.window import WindowKV
 from batchlab.engine.core.batch import Request
 from batchlab.engine.core.config import MLX_LM_DEFAULTS, ScheduleConfig
+from batchlab.engine.core.factory import BatchCaches
 from batchlab.engine.core.sampler import GREEDY, RowSampler, SamplingParams
 from batchlab.engine.core.scheduler import Scheduler
 from batchlab.engine.kernels.attention_dispatch import install_dispatch
@@ -78,7 +80,7 @@ class InvariantScheduler(Scheduler):
     """l1's scheduler with per-row window caches and, where the backend needs them (a
     GPU, or ``row_block`` set), the kernel-level measures of the module docstring."""
 
-    ring_class = WindowKV
+    caches = BatchCaches(ring_class=WindowKV)
     row_sampler_default = RowSampler  # a row's draws from its own key: B-invariant
     row_block: int | None = None  # None: default_row_block(); 0: never block; N: N rows
     prompts_per_step = 1  # prompts admitted and prefilled (each alone) per step: GPU mode
@@ -93,7 +95,7 @@ class InvariantScheduler(Scheduler):
             model = blocked_model(model, rows, invariant_modules=True)
             self.prompts_per_step = config.prefill_batch_size
             config = dataclasses.replace(config, prefill_batch_size=1)
-            self.kv_class, self.ring_class = RowKV, RowWindowKV
+            self.caches = BatchCaches(kv_class=RowKV, ring_class=RowWindowKV)
             install_dispatch()
         super().__init__(model, config, sampling, row_sampler)
         self.rows_per_gemm = rows

@@ -16,15 +16,15 @@ import math
 from dataclasses import dataclass
 
 from mlx import nn
-from mlx_lm.models.cache import CacheList, KVCache, RotatingKVCache
+from mlx_lm.models.cache import RotatingKVCache
 
-from batchlab.backend import on_cuda
-from batchlab.engine.caches.state import BatchList
-from batchlab.engine.core import layers
 from batchlab.engine.core.scheduler import Scheduler
-from batchlab.engine.kernels.attention_dispatch import install_dispatch
+from batchlab.engine.paths.quantized.caches import (
+    QuantizedCaches,
+    attention_templates,
+    count_attention_caches,
+)
 from batchlab.engine.paths.quantized.kv import BatchQuantizedKV, KVQuant
-from batchlab.engine.paths.quantized.ring import BatchQuantizedRing
 from batchlab.engine.paths.quantized.rotated import BatchRotatedKV
 
 
@@ -56,35 +56,6 @@ class KVScheme:
         return [self.quant(self.high_bits if i in high else self.bits) for i in range(n)]
 
 
-def attention_templates(model: nn.Module) -> list:
-    return [c for c in layers.leaves(layers.single_caches(model))
-            if type(c) in (KVCache, RotatingKVCache)]
-
-
-def count_attention_caches(model: nn.Module) -> int:
-    return len(attention_templates(model))
-
-
-def quantized_caches(model: nn.Module, left_padding: list[int], plan: list[KVQuant],
-                     kv_class: type = BatchQuantizedKV) -> list:
-    """Empty batch caches for one batch: attention caches quantized by ``plan``."""
-    if on_cuda():  # not gated: gpu only
-        install_dispatch()  # mlx-lm's quantized attention has no CUDA kernel
-    quants = iter(plan)
-
-    def build(template):
-        kind = type(template)
-        if kind is KVCache:
-            return kv_class(left_padding, next(quants))
-        if kind is RotatingKVCache:  # one way: no hybrid kv
-            return BatchQuantizedRing(template.max_size, left_padding, next(quants))
-        if kind is CacheList:  # not gated: no hybrid kv
-            return BatchList(*(build(c) for c in template.caches))
-        return layers.batch_cache_for(template, left_padding)  # not gated: no hybrid kv
-
-    return layers.share_uploads([build(c) for c in layers.single_caches(model)])
-
-
 class QuantizedScheduler(Scheduler):
     """l1's scheduler; fresh rows get quantized caches. A path's subclass sets ``scheme``."""
 
@@ -93,11 +64,8 @@ class QuantizedScheduler(Scheduler):
     def __init__(self, model: nn.Module, *args, **kwargs):
         super().__init__(model, *args, **kwargs)
         self.plan = self.scheme.plan(model)
-
-    def _fresh_caches(self, n: int) -> list:
-        if self.scheme.rotated:  # not gated: lab only
-            return quantized_caches(self.model, [0] * n, self.plan, BatchRotatedKV)
-        return quantized_caches(self.model, [0] * n, self.plan)
+        kv_class = BatchRotatedKV if self.scheme.rotated else BatchQuantizedKV
+        self.caches = QuantizedCaches(plan=tuple(self.plan), kv_class=kv_class)
 
 
 def scheduler_for(scheme: KVScheme, name: str) -> type[QuantizedScheduler]:

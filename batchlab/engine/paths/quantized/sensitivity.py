@@ -31,7 +31,7 @@ def probe_ids(model: nn.Module, n: int, seed: int = 0) -> list[int]:
 
 def _logprobs(model: nn.Module, plan: list[KVQuant] | None, ids: list[int], n: int):
     from batchlab.engine.core.layers import make_batch_caches
-    from batchlab.engine.paths.quantized.path import quantized_caches
+    from batchlab.engine.paths.quantized.caches import quantized_caches
 
     caches = make_batch_caches(model, 1) if plan is None else quantized_caches(model, [0], plan)
     tokens = mx.array([ids])
@@ -42,7 +42,7 @@ def _logprobs(model: nn.Module, plan: list[KVQuant] | None, ids: list[int], n: i
 
 def layer_sensitivity(model: nn.Module, scheme, context: int = SENSITIVITY_CONTEXT) -> list[float]:
     """Mean KL per attention cache when only that one is quantized at ``scheme.bits``."""
-    from batchlab.engine.paths.quantized.path import count_attention_caches
+    from batchlab.engine.paths.quantized.caches import count_attention_caches
 
     key = (id(model), scheme.bits, scheme.group_size)
     if key in _MEMO:

@@ -1,0 +1,55 @@
+"""What a row costs in KV bytes on a path, measured on the path's own caches.
+
+One row of the path's batch caches (``caches.fresh(model, 1)``) takes a two-token
+prefill and a decode step (a quantized path switches format after its first forward; a
+ring keeps its decode buffer); then each cache says what it holds per token
+(``token_bytes``: full attention and sliding windows, the latter never past the window)
+or per row (``row_bytes``: SSM and conv state, whatever the length). A layer that reads
+another layer's keys (shared KV) holds none and costs nothing.
+
+The engine's batch caches are left-padded to the longest row, so a batch costs
+``rows x (longest row)``, not the sum of its rows: ``batch_bytes``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import mlx.core as mx
+from mlx import nn
+
+from batchlab.engine.core.layers import leaves
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RowCost:
+    per_token: int  # bytes per token, full-attention layers
+    window_per_token: tuple[tuple[int, int], ...]  # (window, bytes per token) per ring layer
+    fixed: int  # bytes per row whatever its length (state layers)
+
+    def row_bytes(self, tokens: int) -> int:
+        ring = sum(min(window, tokens) * cost for window, cost in self.window_per_token)
+        return self.fixed + self.per_token * tokens + ring
+
+    def batch_bytes(self, lengths: list[int]) -> int:
+        """The KV bytes of a batch whose rows reach ``lengths`` tokens (left-padded)."""
+        if not lengths:
+            return 0
+        return len(lengths) * self.row_bytes(max(lengths))
+
+
+def measure_row_cost(model: nn.Module, caches_factory) -> RowCost:
+    """``caches_factory``: a scheduler's ``caches`` (``core/factory.py``)."""
+    caches = caches_factory.fresh(model, 1)
+    mx.eval(model(mx.array([[0, 0]]), cache=caches))
+    mx.eval(model(mx.array([[0]]), cache=caches))
+    per_token, rings, fixed = 0, [], 0
+    for cache in leaves(caches):
+        cost = cache.token_bytes()
+        if cost is None:
+            fixed += cache.row_bytes()
+        elif hasattr(cache, "max_size"):
+            rings.append((cache.max_size, cost))
+        else:
+            per_token += cost
+    return RowCost(per_token=per_token, window_per_token=tuple(rings), fixed=fixed)
