@@ -1,0 +1,1 @@
+"""GGUF files as mlx-lm model directories (``batchlab zoo import``, the real model)."""

@@ -1,0 +1,1 @@
+"""The scheduler, its batches, samplers, processors, history and the cache factory."""

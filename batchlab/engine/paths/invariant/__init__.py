@@ -1,0 +1,1 @@
+"""The batch-invariant path: its scheduler, row-blocked GEMMs and invariant modules."""

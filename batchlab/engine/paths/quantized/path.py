@@ -3,7 +3,8 @@
 A ``KVScheme`` says how each attention layer's cache is quantized: one ``KVQuant`` for
 every layer (``kv8``, ``kv4``), or a mixed scheme (``kvmix``): ``high_bits`` for the
 layers whose quantization moves the output most, measured by KL
-(``batchlab.engine.paths.quantized.sensitivity``), ``bits`` for the rest. SSM / conv state stays as it is.
+(``batchlab.engine.paths.quantized.sensitivity``), ``bits`` for the rest. SSM / conv state
+stays as it is.
 
 Layers are counted over the model's attention caches (KVCache and RotatingKVCache
 leaves of ``make_cache()``, CacheList parts in order): index i of a scheme's plan is
