@@ -73,6 +73,25 @@ DEFAULT_SEED = 0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class CellKey:
+    """What names a cell in reports (the model by its label); ``CellResult`` carries it."""
+
+    FIELDS = ("model", "path", "batch", "padding", "script", "context")
+
+    model: str
+    path: str
+    batch: int
+    padding: str
+    script: str
+    context: str
+
+    @property
+    def scenario(self) -> str:
+        """The report's column key: everything but model and path."""
+        return f"B{self.batch}/{self.padding}/{self.script}/ctx-{self.context}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Cell:
     """One point of a matrix. ``batch`` is the most rows alive at once (rows waiting in
     the queue count: they were inserted and not removed)."""
@@ -89,6 +108,11 @@ class Cell:
     seed: int = DEFAULT_SEED  # prompt ids are drawn from (seed, row name, length)
     schedule: ScheduleConfig = MLX_LM_DEFAULTS
     sampling: SamplingParams = GREEDY  # the batch's shared sampler; seed = MLX's global seed
+
+    @property
+    def key(self) -> CellKey:
+        return CellKey(model=model_label(self.model), path=self.path, batch=self.batch,
+                       padding=self.padding, script=self.script, context=self.context)
 
     @property
     def id(self) -> str:

@@ -5,19 +5,13 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass
 
-from batchlab.cells.cell import Cell
+from batchlab.cells.cell import Cell, CellKey
 from batchlab.status import Status
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class CellResult:
+class CellResult(CellKey):
     cell_id: str
-    model: str
-    path: str
-    batch: int
-    padding: str
-    script: str
-    context: str
     status: Status  # given as a Status or its spelling ("ORACLE-BUG"); kept as a Status
     detail: str
     rerun: str
@@ -33,16 +27,8 @@ class CellResult:
 
     @classmethod
     def of(cls, cell: Cell, **kw) -> CellResult:
-        from batchlab.cells.cell import model_label
-
-        return cls(cell_id=cell.id, model=model_label(cell.model), path=cell.path,
-                   batch=cell.batch, padding=cell.padding, script=cell.script,
-                   context=cell.context, **kw)
-
-    @property
-    def scenario(self) -> str:
-        """The report's column key: everything but model and path."""
-        return f"B{self.batch}/{self.padding}/{self.script}/ctx-{self.context}"
+        key = cell.key
+        return cls(cell_id=cell.id, **{f: getattr(key, f) for f in CellKey.FIELDS}, **kw)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)

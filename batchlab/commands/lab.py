@@ -5,10 +5,10 @@
 
 Rows are consecutive slices of the real-text corpus (``batchlab/zoo/corpus.toml``) in the
 model's tokens: the first ``--context`` ids of a row are its prompt, the rest are forced
-(``teacher/run.py``). ``--rows 0`` takes as many rows as the corpus holds. The batch holds
+(``lab/run.py``). ``--rows 0`` takes as many rows as the corpus holds. The batch holds
 ``--batch`` rows; the rest queue and join as rows finish (ragged rows, joins). The report
-(``teacher/report.py``): Markdown, CSV, JSON and a PNG under ``--out``, plus the KV bytes
-per row of each path (``teacher/density.py``).
+(``lab/report.py``): Markdown, CSV, JSON and a PNG under ``--out``, plus the KV bytes
+per row of each path (``lab/density.py``).
 """
 
 from __future__ import annotations
