@@ -125,7 +125,7 @@ def test_measure_bandwidth_is_positive():
 
 
 def test_a_failing_model_does_not_stop_the_others(tmp_path, monkeypatch):
-    from batchlab.bench import cli as bench_cli
+    from batchlab.commands import bench as bench_cli
 
     done = []
 

@@ -15,7 +15,7 @@ import pytest
 from batchlab.cells.select import select
 from batchlab.cells.spec import load_matrix
 from batchlab.cli import DEFAULT_GOLDENS, main
-from batchlab.matrix import commands
+from batchlab.commands import matrix as commands
 from batchlab.matrix.evaluate import Reference
 from batchlab.matrix.runner import run_cells
 from batchlab.report.files import read_results
