@@ -35,7 +35,7 @@ def judged(monkeypatch, trajectory, bug=BUG):
                                 fingerprint="", schedule={}),
                     oracle="test", dtype="bfloat16", serial_check="oracle-bug", oracle_bug=bug,
                     trajectory=trajectory)
-    monkeypatch.setattr(evaluate, "_reference", lambda cell, ref: golden)
+    monkeypatch.setattr(evaluate, "_reference", lambda cell, ref, judging: golden)
     return evaluate_cell(CELL, REF)
 
 

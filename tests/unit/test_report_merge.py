@@ -21,8 +21,8 @@ def test_two_real_shards_merge_into_the_report_of_one_run(tmp_path, capsys):
         assert main(["matrix", "run", "--matrix", QUICK, "--filter", "l1/llama/",
                      "--shard", f"{i}/2", "--report", str(tmp_path / f"shard-{i}")]) == 0
     out = tmp_path / "merged"
-    status = merge.main([str(tmp_path / "shard-2"), str(tmp_path / "shard-1"), "--out", str(out),
-                         "--matrix", QUICK, "--filter", "l1/llama/"])
+    status = main(["report", "merge", str(tmp_path / "shard-2"), str(tmp_path / "shard-1"),
+                   "--out", str(out), "--matrix", QUICK, "--filter", "l1/llama/"])
     assert status == 0
     assert [(r.cell_id, r.status) for r in read_results(out)] == [(i, "PASS") for i in LLAMA]
     suite = ET.parse(out / "junit.xml").getroot()
@@ -58,8 +58,8 @@ def test_missing_cells_and_a_cut_short_shard_make_it_partial(tmp_path):
     assert [r.cell_id for r in results] == LLAMA[:4] and missing == LLAMA[4:]
     assert [merge.shard_was_cut_short(f) for f in (a, b)] == [False, True]
     out = tmp_path / "out"
-    assert merge.main([str(a), str(b), "--out", str(out), "--matrix", QUICK,
-                       "--filter", "l1/llama/"]) == 1
+    assert main(["report", "merge", str(a), str(b), "--out", str(out), "--matrix", QUICK,
+                 "--filter", "l1/llama/"]) == 1
     assert "**Partial run**" in (out / "summary.md").read_text()
 
 
