@@ -26,7 +26,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import ValidationError
 
 from batchlab.serve import errors
-from batchlab.serve.engine import ServeEngine
+from batchlab.serve.engine_thread import ServeEngine
 from batchlab.serve.errors import APIError
 from batchlab.serve.generate import Generation, collect, stream, top_logprobs_of
 from batchlab.serve.metrics import ServeMetrics

@@ -19,7 +19,7 @@ import uvicorn
 
 from batchlab.defaults import DEFAULT_GRACE_S
 from batchlab.serve.app import ServeState, build_app
-from batchlab.serve.engine import ServeEngine
+from batchlab.serve.engine_thread import ServeEngine
 from batchlab.serve.metrics import ServeMetrics
 
 BACKLOG = 2048  # the kernel's queue of connections not yet accepted (a burst waits there)

@@ -13,7 +13,7 @@ import queue
 from batchlab.engine.invariant import InvariantScheduler
 from batchlab.engine.sampler import GREEDY
 from batchlab.engine.scheduler import Scheduler
-from batchlab.serve.engine import Done, ServeEngine, Token
+from batchlab.serve.engine_thread import Done, ServeEngine, Token
 from batchlab.zoo import load
 
 MODEL = "gpt-oss"
