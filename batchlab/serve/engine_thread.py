@@ -181,10 +181,9 @@ class ServeEngine:
                 if not self._turn():
                     self._wake.wait(IDLE_WAIT_S)
                     self._wake.clear()
-        except BaseException:
+        except Exception:  # noqa: BLE001 - a recovery raised: the thread stops, failing all
             log.critical("the engine thread stops; every request ends with an error:\n%s",
                          traceback.format_exc())
-            raise
         finally:
             self._read_inbox()  # jobs submitted meanwhile are held too
             worker.fail_all("the engine stopped before this request finished")

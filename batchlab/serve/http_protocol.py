@@ -27,3 +27,4 @@ class JSONErrorsH11Protocol(H11Protocol):
                                                          reason=b"Bad Request")))
         self.transport.write(self.conn.send(h11.Data(data=body)))
         self.transport.write(self.conn.send(h11.EndOfMessage()))
+        self.transport.close()  # the request's framing is lost: nothing after it can be read

@@ -32,6 +32,7 @@ class LongPromptResult:
     long_status: str  # "ok", or the error's class name
     short_requests: int
     short_errors: int
+    error_kinds: dict[str, int]  # exception class -> count
     window_gaps: int  # short-stream gaps that ended inside the window
     itl_p50_ms: float  # of those gaps
     itl_p99_ms: float
@@ -59,6 +60,7 @@ async def run_long_level(target: str, url: str, model: str, concurrency: int,
     window: dict[str, float] = {}
     gaps: list[tuple[float, float]] = []  # (end time, gap)
     counts = {"requests": 0, "errors": 0}
+    kinds: dict[str, int] = {}
 
     async def short_worker(k: int) -> None:
         i = k
@@ -69,8 +71,9 @@ async def run_long_level(target: str, url: str, model: str, concurrency: int,
             try:
                 _, stamps, _ = await _one(api, model, prompt, n, on_first=lambda: (
                     first_tokens.add(k), len(first_tokens) == concurrency and started.set()))
-            except Exception:  # noqa: BLE001 - counted; the loop goes on
+            except Exception as err:  # noqa: BLE001 - counted; the loop goes on
                 counts["errors"] += 1
+                kinds[type(err).__name__] = kinds.get(type(err).__name__, 0) + 1
                 continue
             gaps.extend((b, b - a) for a, b in zip(stamps, stamps[1:]))
 
@@ -96,7 +99,7 @@ async def run_long_level(target: str, url: str, model: str, concurrency: int,
     return LongPromptResult(
         target=target, concurrency=concurrency, long_prompt_tokens=long_tokens,
         long_seconds=round(end - start, 3), long_status=status,
-        short_requests=counts["requests"], short_errors=counts["errors"],
+        short_requests=counts["requests"], short_errors=counts["errors"], error_kinds=kinds,
         window_gaps=len(inside), itl_p50_ms=round(_pct(inside, 0.5), 1),
         itl_p99_ms=round(_pct(inside, 0.99), 1),
         itl_max_ms=round(max(inside) * 1000, 1) if inside else float("nan"),
