@@ -228,7 +228,10 @@ class Generation:
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": sum(len(c.ids) for c in self.choices),
             "finish": [c.finish for c in self.choices], "disconnected": disconnected,
-            "seconds": round(time.monotonic() - self.started, 4), "user": self.req.user}))
+            "seconds": round(time.monotonic() - self.started, 4), "user": self.req.user,
+            # chat's other caller tags (accepted, answered alike): kept where they are read
+            "safety_identifier": getattr(self.req, "safety_identifier", None),
+            "metadata": getattr(self.req, "metadata", None)}))
 
 
 async def collect(gen: Generation) -> tuple[int, dict]:
