@@ -34,6 +34,7 @@ class Choice:
     job: Job | None = None
     ids: list[int] = field(default_factory=list)
     logprobs: list[Token] = field(default_factory=list)
+    text_offset: int = 0  # characters of the tokens' spellings sent in logprobs so far
     finish: str | None = None
     error: str | None = None
     first_at: float | None = None
@@ -44,7 +45,8 @@ class Generation:
     """The jobs of one request and the choices they fill."""
 
     def __init__(self, state, req: Common, prompts: list[list[int]], *, chat: bool,
-                 max_tokens: int, top_logprobs: int | None):
+                 max_tokens: list[int], top_logprobs: int | None):
+        """``max_tokens``: one per prompt (``limits.TokenLimits``)."""
         self.state, self.req, self.chat = state, req, chat
         self.id = f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex[:24]}"
         self.created = int(time.time())
@@ -54,11 +56,14 @@ class Generation:
         self.prompt_tokens = sum(len(p) for p in prompts)
         tokenizer = state.tokenizer
         stop_ids = state.engine.default_stop_ids if req.stop_token_ids is None else frozenset(
-            req.stop_token_ids)
+            _in_vocab(req.stop_token_ids, state.engine.vocab_size, "stop_token_ids"))
         try:
             processors = req.processors()
         except ValueError as err:
             raise APIError(400, str(err), param="logit_bias") from None
+        if processors is not None:
+            _in_vocab([t for t, _ in processors.logit_bias], state.engine.vocab_size,
+                      "logit_bias")
         self.choices: list[Choice] = []
         jobs = []
         for i, prompt in enumerate(prompts):
@@ -69,15 +74,17 @@ class Generation:
                     detok.reset()
                 self.choices.append(Choice(index=index, prompt_tokens=len(prompt), text=ChoiceText(
                     detokenizer=detok, stop_strings=req.stop_strings(), stop_ids=stop_ids)))
-                jobs.append({"prompt": prompt, "max_tokens": max_tokens,
-                             "sampling": _sampling(req, j), "logprobs": top_logprobs,
+                jobs.append({"prompt": prompt, "max_tokens": max_tokens[i],
+                             "sampling": _sampling(req, j, state.sampling,
+                                                   state.engine.vocab_size),
+                             "logprobs": top_logprobs,
                              "stop_ids": stop_ids, "processors": processors})
         try:
             for choice, args in zip(self.choices, jobs):
                 choice.job = state.engine.submit(args, self._sink(choice.index))
         except ValueError as err:
             self.cancel()
-            raise APIError(400, str(err), param="prompt") from None
+            raise APIError(400, str(err), param=getattr(err, "param", "prompt")) from None
         except EngineUnavailable as err:
             self.cancel()
             raise APIError(503, str(err), type="service_unavailable") from None
@@ -154,7 +161,11 @@ class Generation:
         return sum(max(c.job.cached_tokens if c.job else 0 for c in self.choices[i:i + n])
                    for i in range(0, len(self.choices), n))
 
-    def logprobs_json(self, tokens: list[Token]) -> dict | None:
+    def logprobs_json(self, choice: Choice, tokens: list[Token]) -> dict | None:
+        """OpenAI's logprobs of ``tokens``, the choice's next ones. Completions'
+        ``text_offset``: where each token's spelling starts in the choice's tokens
+        spelled one after another (vLLM's reading: from 0, the prompt not counted, as
+        echo is not served), continued across a stream's chunks."""
         if self.chat:
             if not self.req.logprobs:
                 return None
@@ -162,10 +173,14 @@ class Generation:
         if self.req.logprobs is None:
             return None
         spell = self.state.spell
-        return {"tokens": [spell(t.id) for t in tokens],
-                "token_logprobs": [t.logprob for t in tokens],
+        spelled = [spell(t.id) for t in tokens]
+        offsets = []
+        for text in spelled:
+            offsets.append(choice.text_offset)
+            choice.text_offset += len(text)
+        return {"tokens": spelled, "token_logprobs": [t.logprob for t in tokens],
                 "top_logprobs": [_top_dict(spell, t.top) for t in tokens],
-                "text_offset": []}
+                "text_offset": offsets}
 
     def _chat_logprob(self, t: Token) -> dict:
         spell = self.state.spell
@@ -179,7 +194,7 @@ class Generation:
         choices = []
         for c in self.choices:
             choice = {"index": c.index, "finish_reason": c.finish, "token_ids": c.ids,
-                      "logprobs": self.logprobs_json(c.logprobs)}
+                      "logprobs": self.logprobs_json(c, c.logprobs)}
             if self.chat:
                 choice["message"] = {"role": "assistant", "content": c.text.text}
             else:
@@ -191,7 +206,7 @@ class Generation:
     def chunk(self, choice: Choice, text: str, ids: list[int], tokens: list[Token],
               *, first: bool = False) -> dict:
         part = {"index": choice.index, "finish_reason": choice.finish, "token_ids": ids,
-                "logprobs": self.logprobs_json(tokens) if tokens else None}
+                "logprobs": self.logprobs_json(choice, tokens) if tokens else None}
         if self.chat:
             part["delta"] = ({"role": "assistant", "content": text} if first
                              else ({"content": text} if text or choice.finish is None else {}))
@@ -213,7 +228,10 @@ class Generation:
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": sum(len(c.ids) for c in self.choices),
             "finish": [c.finish for c in self.choices], "disconnected": disconnected,
-            "seconds": round(time.monotonic() - self.started, 4), "user": self.req.user}))
+            "seconds": round(time.monotonic() - self.started, 4), "user": self.req.user,
+            # chat's other caller tags (accepted, answered alike): kept where they are read
+            "safety_identifier": getattr(self.req, "safety_identifier", None),
+            "metadata": getattr(self.req, "metadata", None)}))
 
 
 async def collect(gen: Generation) -> tuple[int, dict]:
@@ -259,15 +277,34 @@ def _top_dict(spell, top) -> dict[str, float]:
     return out
 
 
-def _sampling(req: Common, j: int) -> SamplingParams:
-    """Choice j's sampling; a request without a seed gets a fresh random one."""
+def _sampling(req: Common, j: int, defaults, vocab_size: int) -> SamplingParams:
+    """Choice j's sampling: the request's fields, else the server's defaults (``--temp``,
+    ...); a request without a seed gets a fresh random one. ``top_p`` 0 keeps the most
+    likely token alone (OpenAI takes it): served as greedy. ``top_k`` -1 (vLLM's) and 0
+    are off, and so is a ``top_k`` of the vocabulary or more (it keeps every token)."""
+    def pick(name):
+        value = getattr(req, name)
+        return getattr(defaults, name) if value is None else value
+
     seed = secrets.randbits(64) if req.seed is None else (req.seed + j) % SEED_LIMIT
+    temperature, top_p, top_k = pick("temperature"), pick("top_p"), pick("top_k")
+    if top_p == 0:
+        temperature, top_p = 0.0, 1.0
+    if top_k < 0 or top_k >= vocab_size:
+        top_k = 0
     try:
-        return SamplingParams(temperature=req.temperature or 0.0,
-                              top_p=1.0 if req.top_p is None else req.top_p,
-                              top_k=req.top_k or 0, min_p=req.min_p or 0.0, seed=seed)
+        return SamplingParams(temperature=temperature, top_p=top_p, top_k=top_k,
+                              min_p=pick("min_p"), seed=seed)
     except ValueError as err:
         raise APIError(400, str(err), param="temperature") from None
+
+
+def _in_vocab(ids: list[int], vocab_size: int, param: str) -> list[int]:
+    bad = [t for t in ids if not 0 <= t < vocab_size]
+    if bad:
+        raise APIError(400, f"{param}: token ids {bad[:8]} are outside the vocabulary "
+                       f"[0, {vocab_size})", param=param)
+    return ids
 
 
 def top_logprobs_of(req: Common) -> int | None:

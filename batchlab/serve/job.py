@@ -29,6 +29,14 @@ class Done:
     error: str | None = None
 
 
+class JobError(ValueError):
+    """A job the client got wrong; ``param`` names the field (OpenAI's ``param``)."""
+
+    def __init__(self, message: str, *, param: str):
+        super().__init__(message)
+        self.param = param
+
+
 class EngineUnavailable(RuntimeError):
     """The engine is shutting down: answered with 503."""
 
@@ -44,6 +52,7 @@ class Job:
     logprobs: int | None = None  # None: none; k: the chosen token's and the top k
     processors: ProcessorParams | None = None  # penalties and logit bias
     num_tokens: int = 0
+    finished: bool = False  # its Done has gone out (the engine sends one, exactly)
     # prompt tokens its row joined with from the prompt cache (set at admission, by the
     # engine thread, before the job's first event)
     cached_tokens: int = 0
@@ -56,22 +65,20 @@ class Job:
 
 def make_job(name: str, job_args: dict, sink: Callable[[Token | Done], None], *,
              vocab_size: int, default_stop_ids: frozenset[int]) -> Job:
-    """A checked job. Raises ValueError (the client's fault) with what to change."""
+    """A checked job. Raises JobError (the client's fault) naming the field to change."""
     prompt, max_tokens = job_args["prompt"], job_args["max_tokens"]
+    processors, stop_ids = job_args.get("processors"), job_args.get("stop_ids")
     if not prompt:
-        raise ValueError("the prompt is empty: give at least one token")
-    bad = [t for t in prompt if not 0 <= t < vocab_size]
-    if bad:
-        raise ValueError(f"prompt token ids {bad[:5]} are outside the vocabulary "
-                         f"[0, {vocab_size})")
-    if max_tokens < 1:
-        raise ValueError("max_tokens must be >= 1")
-    processors = job_args.get("processors")
+        raise JobError("the prompt is empty: give at least one token", param="prompt")
     bias_ids = [t for t, _ in processors.logit_bias] if processors else []
-    if any(not 0 <= t < vocab_size for t in bias_ids):
-        raise ValueError(f"logit_bias token ids {bias_ids[:5]} must be inside the "
-                         f"vocabulary [0, {vocab_size})")
-    stop_ids = job_args.get("stop_ids")
+    for param, ids in (("prompt", prompt), ("logit_bias", bias_ids),
+                       ("stop_token_ids", stop_ids or ())):
+        bad = [t for t in ids if not 0 <= t < vocab_size]
+        if bad:  # the offending ids themselves, not the first few of the list
+            raise JobError(f"{param}: token ids {bad[:8]} are outside the vocabulary "
+                           f"[0, {vocab_size})", param=param)
+    if max_tokens < 1:
+        raise JobError("max_tokens must be >= 1", param="max_tokens")
     return Job(name=name, prompt=tuple(prompt), max_tokens=max_tokens, processors=processors,
                sampling=job_args["sampling"], logprobs=job_args.get("logprobs"),
                stop_ids=default_stop_ids if stop_ids is None else stop_ids, sink=sink)

@@ -60,8 +60,9 @@ def _pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000
 
 
-async def _one(api, model: str, prompt: str, max_tokens: int):
-    """(start, arrival time of each chunk that carries a choice, completion tokens)."""
+async def _one(api, model: str, prompt: str, max_tokens: int, on_first=None):
+    """(start, arrival time of each chunk that carries a choice, completion tokens);
+    ``on_first()`` is called at the first such chunk."""
     start = time.perf_counter()
     stamps, tokens = [], None
     stream = await api.completions.create(model=model, prompt=prompt, max_tokens=max_tokens,
@@ -70,6 +71,8 @@ async def _one(api, model: str, prompt: str, max_tokens: int):
     async for chunk in stream:
         if chunk.choices:
             stamps.append(time.perf_counter())
+            if on_first is not None and len(stamps) == 1:
+                on_first()
         if chunk.usage is not None:
             tokens = chunk.usage.completion_tokens
     return start, stamps, len(stamps) if tokens is None else tokens
@@ -125,6 +128,10 @@ def add_load_parser(sub) -> None:
                    help="before each level, K unmeasured rounds of C requests (default 1): "
                         "a GPU backend compiles kernels for each new batch shape, which "
                         "would land in the first requests' TTFT; 0 measures cold")
+    p.add_argument("--long-prompt", type=int, default=None, metavar="N",
+                   help="instead of the sweep: at each level, C short streams in a closed "
+                        "loop and one prompt of N token ids beside them; reports the short "
+                        "streams' inter-token latency while it is admitted (long.json)")
     p.add_argument("--out", type=Path, default=Path("reports/load"), help="output folder")
     p.set_defaults(func=load_command)
 
@@ -143,6 +150,8 @@ def load_command(args, console) -> int:
     results = []
     if args.warmup < 0:
         raise ValueError("--warmup takes K >= 0 rounds")
+    if args.long_prompt is not None:
+        return _long_command(args, console, targets, levels, prompts, outputs)
     for name, url in targets:
         for c in levels:
             n = min(len(prompts), c) if args.warmup else 0
@@ -166,6 +175,31 @@ def load_command(args, console) -> int:
     _plot(results, args.out / "load.png")
     console.print(f"wrote {args.out / 'load.json'} and {args.out / 'load.png'}")
     return 0 if all(r.errors == 0 for r in results) else 1
+
+
+def _long_command(args, console, targets, levels, prompts, outputs) -> int:
+    from batchlab.serve.load_long import markdown, run_long_level
+
+    if args.long_prompt < 1:
+        raise ValueError("--long-prompt takes N >= 1 token ids")
+    results = []
+    for name, url in targets:
+        for c in levels:
+            n = min(len(prompts), c) if args.warmup else 0
+            for _ in range(args.warmup):
+                asyncio.run(run_level(name, url, args.model, c, prompts[:n], outputs[:n]))
+            results.append(asyncio.run(run_long_level(
+                name, url, args.model, c, prompts, outputs, args.long_prompt,
+                salt=len(results))))
+    table = markdown(results)  # a markdown table: it goes into docs as it is
+    console.print(table, highlight=False, markup=False)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "long.md").write_text(table)
+    settings = {k: str(v) for k, v in vars(args).items() if k != "func"}
+    (args.out / "long.json").write_text(json.dumps(
+        {"settings": settings, "results": [asdict(r) for r in results]}, indent=1) + "\n")
+    console.print(f"wrote {args.out / 'long.json'} and {args.out / 'long.md'}")
+    return 0 if all(r.short_errors == 0 for r in results) else 1
 
 
 def _plot(results: list[LevelResult], path: Path) -> None:

@@ -27,6 +27,14 @@ class ServeMetrics:
         self.running = Gauge("batchlab_running_rows", "rows in the scheduler", registry=r)
         self.decoding = Gauge("batchlab_decoding_rows", "rows in the decode batch", registry=r)
         self.waiting = Gauge("batchlab_waiting_rows", "rows waiting for admission", registry=r)
+        self.waiting_tokens = Gauge("batchlab_waiting_prompt_tokens",
+                                    "prompt tokens of the rows waiting for admission",
+                                    registry=r)
+        self.prefilling = Gauge("batchlab_prefilling_rows",
+                                "rows in the scheduler with prompt still to prefill", registry=r)
+        self.prefill_left = Gauge("batchlab_prefill_tokens_left",
+                                  "prompt tokens the admitted rows have still to prefill",
+                                  registry=r)
         self.kv_bytes = Gauge("batchlab_projected_kv_bytes",
                               "projected KV bytes of the admitted rows", registry=r)
         self.tokens = Counter("batchlab_generated_tokens", "tokens generated", registry=r)
@@ -34,6 +42,9 @@ class ServeMetrics:
                                   "tokens generated per second since the last scrape",
                                   registry=r)
         self.crashes = Gauge("batchlab_engine_crashes", "engine steps that failed", registry=r)
+        self.row_faults = Gauge("batchlab_row_faults",
+                                "faults contained to one row or its prompt-cache entry",
+                                registry=r)
         self.cache_entries = Gauge("batchlab_prompt_cache_entries",
                                    "finished requests' caches kept for reuse", registry=r)
         self.cache_bytes = Gauge("batchlab_prompt_cache_bytes",
@@ -45,6 +56,8 @@ class ServeMetrics:
                                     "requests that found no cached prefix", registry=r)
         self.prompt_tokens = Counter("batchlab_prompt_tokens", "prompt tokens admitted",
                                      registry=r)
+        self.prefilled = Counter("batchlab_prefilled_tokens", "prompt tokens prefilled",
+                                 registry=r)
         self.cached_prompt_tokens = Counter("batchlab_cached_prompt_tokens",
                                             "prompt tokens a cache hit did not prefill",
                                             registry=r)
@@ -62,6 +75,10 @@ class ServeMetrics:
         self.running.set(s.running)
         self.decoding.set(s.decoding)
         self.waiting.set(s.waiting)
+        self.waiting_tokens.set(s.waiting_prompt_tokens)
+        self.prefilling.set(s.prefilling)
+        self.prefill_left.set(s.prefill_tokens_left)
+        self.row_faults.set(s.row_faults)
         self.kv_bytes.set(s.projected_kv_bytes)
         self.crashes.set(s.crashes)
         self.cache_entries.set(s.prompt_cache_entries)
@@ -70,7 +87,8 @@ class ServeMetrics:
                 ("hits", self.cache_hits, s.prompt_cache_hits),
                 ("misses", self.cache_misses, s.prompt_cache_misses),
                 ("prompt", self.prompt_tokens, s.prompt_tokens),
-                ("cached", self.cached_prompt_tokens, s.cached_prompt_tokens)):
+                ("cached", self.cached_prompt_tokens, s.cached_prompt_tokens),
+                ("prefilled", self.prefilled, s.prefilled_tokens)):
             counter.inc(total - self._counted.get(name, 0))  # counters take increments
             self._counted[name] = total
         now = time.monotonic()

@@ -160,11 +160,14 @@ class PromptCache:
 
 
 def _arrays(caches: list) -> list[mx.array]:
-    """Every array of one row's caches: keys and values, or the state arrays."""
+    """Every array of one row's caches: keys and values, or the state arrays. A quantized
+    cache's keys and values are each a tuple (packed, scales, biases): all three count."""
     out = []
     for c in leaves(caches):
-        out += [a for a in (c.cache if isinstance(c, ArraysCache) else (c.keys, c.values))
-                if a is not None]
+        parts = c.cache if isinstance(c, ArraysCache) else (c.keys, c.values)
+        for part in parts:
+            out += [a for a in (part if isinstance(part, (tuple, list)) else (part,))
+                    if a is not None]
     return out
 
 

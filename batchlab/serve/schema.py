@@ -1,9 +1,21 @@
 """The request bodies, by schema (pydantic): what OpenAI's clients send, checked once.
 
-Every field OpenAI defines is declared, so none is silently ignored: the ones the engine
-cannot honour (tools, ``response_format`` other than text, ``echo``, ...) are refused with
-a 400 naming the field when set to anything but their no-op value, and an unknown field
-is refused as OpenAI refuses it ("Unrecognized request argument").
+Every field OpenAI defines is declared, and each is one of three kinds:
+
+- served: sampling, penalties, stop, logprobs, n, stream, ...;
+- accepted and ignored, because the answer does not depend on it here: ``store`` (nothing
+  is stored), ``metadata``, ``service_tier``, ``prediction`` (a latency hint: the answer is
+  the same), ``prompt_cache_key`` / ``prompt_cache_options`` / ``prompt_cache_retention``
+  (the prompt cache matches by prefix), ``safety_identifier`` and ``user`` (the access
+  log), ``stream_options.include_obfuscation``;
+- refused with a 400 naming the field (``REFUSED``) when set to anything but its no-op
+  value, because it would change the answer and is not served: tools, ``response_format``
+  other than text, ``echo``, audio, web search, moderation, ...
+
+``reasoning_effort`` and ``verbosity`` reach the chat template, which may read them
+(gpt-oss's reads ``reasoning_effort``); where it does not, a value that asks for a change
+is refused (``prompts.py``). A field OpenAI does not define is refused as OpenAI refuses
+it ("Unrecognized request argument").
 """
 
 from __future__ import annotations
@@ -29,15 +41,21 @@ REFUSED: dict[str, tuple[Any, str]] = {
                         "only response_format {\"type\": \"text\"} is served"),
     "parallel_tool_calls": (lambda v: v is None or v is True or v is False,
                             "tool calling is not served"),
+    "audio": (lambda v: v is None, "audio output is not served"),
+    "modalities": (lambda v: v is None or set(v) <= {"text"},
+                   "only the text modality is served"),
+    "web_search_options": (lambda v: v is None, "web search is not served"),
+    "moderation": (lambda v: v is None, "moderation is not run by this server"),
 }
 
-Probability = Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)]
+Probability = Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)]  # 0: greedy
 Bias = Annotated[float, Field(ge=-100, le=100, allow_inf_nan=False)]  # OpenAI's range
 
 
 class StreamOptions(BaseModel):
     model_config = ConfigDict(extra="forbid")
     include_usage: StrictBool = False
+    include_obfuscation: StrictBool | None = None  # padding against side channels: none
 
 
 class Common(BaseModel):
@@ -49,14 +67,14 @@ class Common(BaseModel):
     max_completion_tokens: StrictInt | None = Field(None, ge=1)
     temperature: float | None = Field(None, ge=0, le=2, allow_inf_nan=False)
     top_p: Probability | None = None
-    top_k: StrictInt | None = Field(None, ge=0)  # beyond OpenAI, as vLLM and mlx-lm
+    top_k: StrictInt | None = Field(None, ge=-1)  # beyond OpenAI, as vLLM: -1 and 0 are off
     min_p: float | None = Field(None, ge=0, lt=1, allow_inf_nan=False)
     seed: StrictInt | None = Field(None, ge=0, lt=SEED_LIMIT)  # absent: a random seed
     n: StrictInt = Field(1, ge=1, le=16)
     stream: StrictBool = False
     stream_options: StreamOptions | None = None
     stop: StrictStr | list[StrictStr] | None = None
-    stop_token_ids: list[StrictInt] | None = None  # beyond OpenAI, as vLLM
+    stop_token_ids: list[StrictInt] | None = Field(None, max_length=1024)  # beyond OpenAI
     user: StrictStr | None = None  # metadata: recorded in the access log only
     # the engine's per-row logits processors (mlx-lm's make_logits_processors, op for op)
     presence_penalty: float | None = Field(None, ge=-2, le=2, allow_inf_nan=False)
@@ -80,7 +98,7 @@ class Common(BaseModel):
         bias = []
         for key, value in (self.logit_bias or {}).items():
             if not key.isdigit():
-                raise ValueError(f"logit_bias keys are token ids, got {key!r}")
+                raise ValueError(f"logit_bias keys are token ids (digits), got {key!r}")
             bias.append((int(key), float(value)))
         params = ProcessorParams(
             logit_bias=tuple(bias),
@@ -112,25 +130,92 @@ class CompletionRequest(Common):
         return list(p)
 
 
+# content parts OpenAI defines that carry something other than text
+MEDIA_PARTS = {"image_url": "image input", "input_audio": "audio input", "file": "file input"}
+
+
 class ContentPart(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    type: Literal["text"]
-    text: StrictStr
+    model_config = ConfigDict(extra="allow")  # a media part's payload: refused by type
+    type: StrictStr
+    text: StrictStr | None = None  # type "text"
+    refusal: StrictStr | None = None  # type "refusal" (an assistant's earlier refusal)
+
+    def problem(self) -> str | None:
+        if self.type in MEDIA_PARTS:
+            return f"{MEDIA_PARTS[self.type]} is not served: send text parts"
+        if self.type == "text" and self.text is not None:
+            return None
+        if self.type == "refusal" and self.refusal is not None:
+            return None
+        return (f"a content part of type {self.type!r} is not served: send "
+                "{\"type\": \"text\", \"text\": ...}")
 
 
 class Message(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    role: Literal["system", "developer", "user", "assistant", "tool"]
+    role: Literal["system", "developer", "user", "assistant", "tool", "function"]
     content: StrictStr | list[ContentPart] | None = None
     name: StrictStr | None = None
+    refusal: StrictStr | None = None  # assistant: shown as its text when it has no content
+    tool_calls: list[Any] | None = None  # assistant: only [] (tool calling is not served)
+    function_call: Any = None  # assistant: only null
+    audio: Any = None  # assistant: only null (an earlier audio answer)
+    tool_call_id: StrictStr | None = None  # tool: passed to the template
+
+    def problems(self) -> list[tuple[str, str]]:
+        """(field, why) of what this message holds that is not served."""
+        out = [(f, why) for f, why, bad in (
+            ("tool_calls", "tool calling is not served", bool(self.tool_calls)),
+            ("function_call", "function calling is not served",
+             self.function_call is not None),
+            ("audio", "audio is not served", self.audio is not None)) if bad]
+        for j, part in enumerate(self.content if isinstance(self.content, list) else []):
+            why = part.problem()
+            if why:
+                out.append((f"content.{j}", why))
+        return out
 
     def text(self) -> str:
         if isinstance(self.content, list):
-            return "".join(part.text for part in self.content)
-        return self.content or ""
+            text = "".join(p.text if p.type == "text" else p.refusal or ""
+                           for p in self.content)
+        else:
+            text = self.content or ""
+        return text or self.refusal or ""
+
+    def for_template(self, *, developer: bool) -> dict:
+        """What the chat template sees. ``developer``: the template knows that role;
+        else a developer message is a system message (OpenAI's own reading of it)."""
+        role = "system" if self.role == "developer" and not developer else self.role
+        out = {"role": role, "content": self.text()}
+        for key in ("name", "tool_call_id"):
+            if getattr(self, key) is not None:
+                out[key] = getattr(self, key)
+        return out
+
+
+Effort = Literal["none", "minimal", "low", "medium", "high", "xhigh"]
 
 
 class ChatRequest(Common):
     messages: list[Message] = Field(min_length=1)
     logprobs: StrictBool = False
     top_logprobs: StrictInt | None = Field(None, ge=0, le=20)
+    # refused unless at their no-op value (see REFUSED)
+    audio: dict[str, Any] | None = None
+    modalities: list[Literal["text", "audio"]] | None = None
+    web_search_options: dict[str, Any] | None = None
+    moderation: dict[str, Any] | None = None
+    # to the chat template (prompts.py): served where it reads them
+    reasoning_effort: Effort | None = None
+    verbosity: Literal["low", "medium", "high"] | None = None
+    chat_template_kwargs: dict[str, Any] | None = None  # beyond OpenAI: vLLM's, mlx-lm's
+    # accepted, and ignored: the answer does not depend on them here
+    store: StrictBool | None = None
+    metadata: dict[StrictStr, StrictStr] | None = Field(None, max_length=16)
+    service_tier: Literal["auto", "default", "flex", "scale", "priority", "fast"] | None = None
+    prediction: dict[str, Any] | None = None
+    prompt_cache_key: StrictStr | None = None
+    prompt_cache_options: dict[str, Any] | None = None
+    prompt_cache_retention: Literal["in_memory", "24h"] | None = None
+    safety_identifier: StrictStr | None = None  # the access log, as user

@@ -5,7 +5,9 @@ port in use fails before anything serves); ``Server.serve`` runs uvicorn on it, 
 calling thread. On SIGTERM / SIGINT (or ``stop()``): the listening socket closes and the
 engine admits nothing new; rows still running after ``grace_s`` end with an error, so
 every open stream gets a ``finish_reason``, an error event and ``[DONE]`` and every
-waiting non-streaming client a JSON error; then uvicorn closes the connections.
+waiting non-streaming client a JSON error; then uvicorn closes the connections. A
+second signal stops at once: every row ends now, and uvicorn does not wait for the
+connections (a stream may lose its last events).
 """
 
 from __future__ import annotations
@@ -18,9 +20,12 @@ import time
 import uvicorn
 
 from batchlab.defaults import DEFAULT_GRACE_S
-from batchlab.serve.app import ServeState, build_app
-from batchlab.serve.engine import ServeEngine
+from batchlab.serve.app import build_app
+from batchlab.serve.engine_thread import ServeEngine
+from batchlab.serve.http_protocol import JSONErrorsH11Protocol
+from batchlab.serve.limits import TokenLimits, model_context
 from batchlab.serve.metrics import ServeMetrics
+from batchlab.serve.state import ChatTemplate, SamplingDefaults, ServeState
 
 BACKLOG = 2048  # the kernel's queue of connections not yet accepted (a burst waits there)
 KEEP_ALIVE_S = 15  # an idle keep-alive connection closes after this
@@ -41,9 +46,11 @@ class _Uvicorn(uvicorn.Server):
 
 class Server:
     def __init__(self, state: ServeState, sock: socket.socket, *, grace_s: float,
-                 access_log: bool):
+                 access_log: bool, allowed_origins: tuple[str, ...] = ()):
         self.state, self.engine, self.sock, self.grace_s = state, state.engine, sock, grace_s
-        config = uvicorn.Config(build_app(state), backlog=BACKLOG, timeout_keep_alive=KEEP_ALIVE_S,
+        app = build_app(state, allowed_origins=allowed_origins)
+        config = uvicorn.Config(app, http=JSONErrorsH11Protocol, backlog=BACKLOG,
+                                timeout_keep_alive=KEEP_ALIVE_S,
                                 limit_concurrency=CONCURRENCY_LIMIT, log_config=None,
                                 access_log=access_log, lifespan="off",
                                 timeout_graceful_shutdown=int(grace_s) + 10)
@@ -70,7 +77,10 @@ class Server:
     def stop(self) -> None:
         """Stop admitting, let running rows finish within the grace period, then stop."""
         if self._stopping.is_set():  # a second signal: stop now
+            log.info("second signal: stopping now")
+            self.engine.begin_shutdown(0.0)
             self.uvicorn.force_exit = True
+            self.uvicorn.should_exit = True
             return
         self._stopping.set()
         log.info("shutting down: running rows get %.0f s to finish", self.grace_s)
@@ -87,20 +97,24 @@ class Server:
 
 def start_server(model_name: str, *, path: str = "l1", host: str = "127.0.0.1",
                  port: int = 0, max_batch: int = 32, prompt_concurrency: int = 8,
-                 prefill_step_size: int = 2048, kv_budget: int | None = None,
-                 max_tokens: int = 512, api_key: str | None = None,
-                 grace_s: float = DEFAULT_GRACE_S, access_log: bool = False,
+                 prefill_step_size: int = 512, kv_budget: int | None = None,
+                 max_tokens: int = 512, max_prompt_tokens: int | None = None,
+                 api_key: str | None = None, grace_s: float = DEFAULT_GRACE_S,
+                 access_log: bool = False, sampling: SamplingDefaults | None = None,
+                 chat_template: ChatTemplate | None = None,
+                 allowed_origins: tuple[str, ...] = (),
                  engine_class: type[ServeEngine] = ServeEngine, **engine_args) -> Server:
     """Load the model, start the engine thread and bind (not yet serving: call
-    ``serve``). Raises ValueError for a bad model, path or setting (``Unsupported``, a
-    ValueError, for a path that is unknown or refuses the model)."""
+    ``serve``). ``max_tokens``: what a request that names none gets (lowered to what
+    the context leaves). Raises ValueError for a bad model, path or setting
+    (``Unsupported``, a ValueError, for a path that is unknown or refuses the model)."""
     from batchlab.engine.paths.registry import resolve_path
     from batchlab.zoo import load
     from batchlab.zoo.load import vocab_size
     from batchlab.zoo.text import tokenizer_for
 
-    if max_tokens < 1:
-        raise ValueError("--max-tokens must be >= 1")
+    limits = TokenLimits(context=None, max_prompt_tokens=max_prompt_tokens,
+                         default_max_tokens=max_tokens)  # checks the flags before loading
     resolve_path(path)  # an unknown name fails before the model loads
     loaded = load(model_name)
     engine_path = resolve_path(path, loaded.model, model_name=loaded.name, use="serve")
@@ -116,7 +130,12 @@ def start_server(model_name: str, *, path: str = "l1", host: str = "127.0.0.1",
     except OSError as err:
         raise ValueError(f"cannot listen on {host}:{port}: {err.strerror}; "
                          "pick another --port") from None
+    limits = TokenLimits(context=model_context(loaded.path), max_prompt_tokens=max_prompt_tokens,
+                         default_max_tokens=max_tokens)
     state = ServeState(engine=engine.start(), tokenizer=tokenizer, model_name=loaded.name,
-                       model_aliases=frozenset({model_name, str(loaded.path)}),
-                       max_tokens=max_tokens, api_key=api_key, metrics=ServeMetrics())
-    return Server(state, sock, grace_s=grace_s, access_log=access_log)
+                       model_aliases=frozenset({model_name, str(loaded.path)}), limits=limits,
+                       api_key=api_key, metrics=ServeMetrics(),
+                       sampling=sampling or SamplingDefaults(),
+                       chat_template=chat_template or ChatTemplate())
+    return Server(state, sock, grace_s=grace_s, access_log=access_log,
+                  allowed_origins=allowed_origins)

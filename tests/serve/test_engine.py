@@ -9,7 +9,7 @@ from serve_live import MODEL, client, live_server
 from serve_oracle import oracle_greedy
 
 from batchlab.engine.core.sampler import GREEDY
-from batchlab.serve.engine import Done, ServeEngine, Token
+from batchlab.serve.engine_thread import Done, ServeEngine, Token
 from batchlab.zoo import load
 
 

@@ -13,7 +13,7 @@ import queue
 from batchlab.engine.core.sampler import GREEDY
 from batchlab.engine.core.scheduler import Scheduler
 from batchlab.engine.paths.invariant.path import InvariantScheduler
-from batchlab.serve.engine import Done, ServeEngine, Token
+from batchlab.serve.engine_thread import Done, ServeEngine, Token
 from batchlab.zoo import load
 
 MODEL = "gpt-oss"

@@ -11,7 +11,7 @@ import pytest
 from mlx_lm.models.cache import make_prompt_cache
 
 from batchlab.engine.core.sampler import GREEDY
-from batchlab.serve.engine import Done, ServeEngine
+from batchlab.serve.engine_thread import Done, ServeEngine
 from batchlab.zoo import load
 from batchlab.zoo.load import vocab_size
 

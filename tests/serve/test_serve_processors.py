@@ -50,12 +50,15 @@ def test_penalties_and_bias_are_the_engines_processors(server):
     assert want != engine_tokens(None, 10)  # the processors changed the answer
 
 
-@pytest.mark.parametrize("extra, message", [
-    ({"logit_bias": {"x": 1}}, "logit_bias keys are token ids"),
-    ({"logit_bias": {"999999": 1.0}}, "inside the vocabulary"),
-    ({"repetition_penalty": -1.0}, "repetition_penalty"),
-    ({"presence_penalty": 3.0}, "presence_penalty"),
+@pytest.mark.parametrize("extra, message, param", [
+    ({"logit_bias": {"x": 1}}, "logit_bias keys are token ids", "logit_bias"),
+    # the ids outside the vocabulary, not the first ids of the map
+    ({"logit_bias": {"5": 1.0, "6": 1.0, "7": 1.0, "8": 1.0, "9": 1.0, "999999": 1.0}},
+     "logit_bias: token ids [999999] are outside the vocabulary [0, 320)", "logit_bias"),
+    ({"repetition_penalty": -1.0}, "repetition_penalty", "repetition_penalty"),
+    ({"presence_penalty": 3.0}, "presence_penalty", "presence_penalty"),
 ])
-def test_bad_processor_fields_are_refused(server, extra, message):
+def test_bad_processor_fields_are_refused(server, extra, message, param):
     status, reply = post(server, {"prompt": PROMPT, "max_tokens": 2, **extra})
-    assert status == 400 and message in reply["error"]["message"] + str(reply["error"]["param"])
+    assert status == 400 and message in reply["error"]["message"]
+    assert reply["error"]["param"] == param

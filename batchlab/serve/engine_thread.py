@@ -10,8 +10,11 @@ only the inbox and the ``EngineStats`` snapshot published after every turn.
 Containment: every row samples through its own ``GuardedSampler``; a sampler (or, later,
 a logits processor) that raises ends that row alone with the error, and the step goes on
 with a placeholder token the row never sees. A step that raises anyway (a bug the rows
-cannot be blamed for) is logged with its traceback, fails the rows in flight, and the
-engine goes on with a fresh scheduler; ``health()`` reports it.
+cannot be blamed for) is logged with its traceback, fails the rows in it, and the engine
+goes on with a fresh scheduler (``worker.py``: what each kind of fault ends). Whatever
+happens, every job gets one ``Done``: a recovery that raises too, or a thread that stops,
+ends every job it holds with an error, and a job submitted after that is refused.
+``health()`` reports "degraded" for ``DEGRADED_FOR_S`` after any fault.
 """
 
 from __future__ import annotations
@@ -30,12 +33,17 @@ from batchlab.defaults import DEFAULT_PROMPT_CACHE_SIZE
 from batchlab.engine.core.config import ScheduleConfig
 from batchlab.engine.core.sampler import RowSampler
 from batchlab.engine.core.scheduler import Scheduler
+from batchlab.engine.paths.invariant.path import InvariantScheduler
 from batchlab.serve.budget import RowCost, measure_row_cost
 from batchlab.serve.job import Done, EngineUnavailable, Job, Token, make_job
 from batchlab.serve.prompt_cache import PromptCache
-from batchlab.serve.worker import EngineStats, EngineWorker
+from batchlab.serve.stats import EngineStats
+from batchlab.serve.worker import EngineWorker
 
 IDLE_WAIT_S = 0.05  # how long an idle engine sleeps before looking at its inbox again
+# /health says "degraded" (503) this long after a fault: a probe notices a server whose
+# every request crashes, and one fault long ago does not keep it out of rotation
+DEGRADED_FOR_S = 60.0
 log = logging.getLogger("batchlab.serve.engine")
 
 __all__ = ["Done", "EngineStats", "EngineUnavailable", "Job", "ServeEngine", "Token"]
@@ -44,7 +52,7 @@ __all__ = ["Done", "EngineStats", "EngineUnavailable", "Job", "ServeEngine", "To
 class ServeEngine:
     def __init__(self, model: nn.Module, *, scheduler_class: type[Scheduler] = Scheduler,
                  max_batch: int = 32, prompt_concurrency: int = 8,
-                 prefill_step_size: int = 2048, kv_budget: int | None = None,
+                 prefill_step_size: int = 512, kv_budget: int | None = None,
                  vocab_size: int, stop_ids: frozenset[int] = frozenset(),
                  sampler_factory: Callable[[Job], RowSampler] | None = None,
                  prompt_cache_size: int = DEFAULT_PROMPT_CACHE_SIZE,
@@ -68,7 +76,10 @@ class ServeEngine:
         self.worker = EngineWorker(
             model, scheduler_class=scheduler_class, config=config, max_batch=max_batch,
             row_cost=self.row_cost, kv_budget=kv_budget, prompt_cache=prompt_cache,
-            sampler_factory=sampler_factory or (lambda job: RowSampler(job.sampling)))
+            sampler_factory=sampler_factory or (lambda job: RowSampler(job.sampling)),
+            # an invariant answer must not depend on its neighbours: nor its chunks
+            fixed_chunks=issubclass(scheduler_class, InvariantScheduler))
+        self.degraded_for_s = DEGRADED_FOR_S
         self._inbox: queue.Queue = queue.Queue()
         self._wake = threading.Event()
         self._ids = itertools.count()  # next() on a count is atomic: submit runs on many threads
@@ -114,6 +125,9 @@ class ServeEngine:
         change, EngineUnavailable while shutting down."""
         if self._closing:
             raise EngineUnavailable("the server is shutting down and admits no new requests")
+        if not self._thread.is_alive() and self._thread.ident is not None:
+            raise EngineUnavailable("the engine has stopped (see the server's log); "
+                                    "restart the server")
         job = make_job(f"job-{next(self._ids)}", job_args, sink, vocab_size=self.vocab_size,
                        default_stop_ids=self.default_stop_ids)
         if self.kv_budget is not None:
@@ -136,10 +150,23 @@ class ServeEngine:
         return self._stats
 
     def health(self) -> dict:
-        alive = self._thread.is_alive()
-        return {"status": "ok" if alive and not self._closing else
-                ("shutting_down" if alive else "failed"),
-                "engine_crashes": self._stats.crashes, "last_crash": self.last_crash}
+        """``status``: "ok"; "degraded" within ``degraded_for_s`` of a fault (a step that
+        raised, or a fault contained to one row); "shutting_down"; "failed" (the engine
+        thread has stopped). Only "ok" is healthy."""
+        fault = self.worker.last_fault
+        age = None if fault is None else round(time.monotonic() - fault[0], 3)
+        if not self._thread.is_alive():
+            status = "failed"
+        elif self._closing:
+            status = "shutting_down"
+        elif age is not None and age < self.degraded_for_s:
+            status = "degraded"
+        else:
+            status = "ok"
+        s = self._stats
+        return {"status": status, "engine_crashes": s.crashes, "row_faults": s.row_faults,
+                "last_crash": self.last_crash, "last_fault": fault and fault[1],
+                "last_fault_age_s": age}
 
     def _send(self, kind: str, item) -> None:
         self._inbox.put((kind, item))
@@ -149,21 +176,35 @@ class ServeEngine:
 
     def _loop(self) -> None:
         worker = self.worker
-        while not self._stop.is_set():
-            try:
-                self._read_inbox()
-                busy = worker.turn(time.monotonic())
-            except Exception:  # noqa: BLE001 - a step no row is blamed for: log, fail, go on
-                self.last_crash = traceback.format_exc()
-                log.error("engine step failed; the rows in flight end with the error:\n%s",
-                          self.last_crash)
-                worker.recover(self.last_crash.strip().splitlines()[-1])
-                busy = True
+        try:
+            while not self._stop.is_set():
+                if not self._turn():
+                    self._wake.wait(IDLE_WAIT_S)
+                    self._wake.clear()
+        except Exception:  # noqa: BLE001 - a recovery raised: the thread stops, failing all
+            log.critical("the engine thread stops; every request ends with an error:\n%s",
+                         traceback.format_exc())
+        finally:
+            self._read_inbox()  # jobs submitted meanwhile are held too
+            worker.fail_all("the engine stopped before this request finished")
             self._stats = worker.snapshot()
-            if not busy:
-                self._wake.wait(IDLE_WAIT_S)
-                self._wake.clear()
-        worker.release()
+            worker.release()
+
+    def _turn(self) -> bool:
+        worker = self.worker
+        try:
+            self._read_inbox()
+            worker.admit(time.monotonic())
+            self._stats = worker.snapshot()  # what is queued and prefilling, before the step
+            busy = worker.step()
+        except Exception:  # noqa: BLE001 - a step no row is blamed for: log, fail, go on
+            self.last_crash = traceback.format_exc()
+            log.error("engine step failed; the rows in it end with the error:\n%s",
+                      self.last_crash)
+            worker.recover(self.last_crash.strip().splitlines()[-1])
+            busy = True
+        self._stats = worker.snapshot()
+        return busy
 
     def _read_inbox(self) -> None:
         while True:
