@@ -9,7 +9,12 @@ from pathlib import Path
 
 # Re-exported for modules that still import them from here; new code imports
 # batchlab.defaults and batchlab.display (a lower module must not import the CLI).
-from batchlab.defaults import DEFAULT_GOLDENS, DEFAULT_MATRIX, PROJECT_ROOT  # noqa: F401
+from batchlab.defaults import (  # noqa: F401
+    DEFAULT_GOLDENS,
+    DEFAULT_JOBS,
+    DEFAULT_MATRIX,
+    PROJECT_ROOT,
+)
 from batchlab.display import shown  # noqa: F401
 
 
@@ -62,7 +67,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="run mlx-lm's oracle in-process instead of reading goldens")
     run.add_argument("--report", type=Path, default=None,
                      help="report folder (default: reports/runs/<utc time>)")
-    run.add_argument("--jobs", type=int, default=1, help="worker processes")
+    run.add_argument("--jobs", type=int, default=DEFAULT_JOBS,
+                     help=f"worker processes (default: the cores, {DEFAULT_JOBS})")
     run.add_argument("--shard", default=None, help="I/N: run every N-th cell from the I-th")
     run.add_argument("--strict", action="store_true",
                      help="ORACLE-BUG and UNSUPPORTED cells fail the run too")
@@ -72,7 +78,8 @@ def build_parser() -> argparse.ArgumentParser:
         dest="golden_command", required=True)
     regen = golden.add_parser("regen", help="run the oracle and (re)write goldens")
     _matrix_args(regen)
-    regen.add_argument("--jobs", type=int, default=1, help="worker processes")
+    regen.add_argument("--jobs", type=int, default=DEFAULT_JOBS,
+                       help=f"worker processes (default: the cores, {DEFAULT_JOBS})")
     regen.set_defaults(func=_command("batchlab.commands.golden", "regen_command"))
     check = golden.add_parser("check", help="report missing, stale and corrupt goldens")
     _matrix_args(check)

@@ -8,6 +8,7 @@ root, where the current directory holds them, or pass ``--matrix`` and ``--golde
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 _SOURCE_ROOT = Path(__file__).resolve().parent.parent
@@ -29,3 +30,7 @@ DEFAULT_GRACE_S = 30.0
 
 # finished requests' caches the server keeps for reuse (mlx_lm.server's --prompt-cache-size)
 DEFAULT_PROMPT_CACHE_SIZE = 10
+
+# worker processes of `matrix run` and `golden regen`: the cores this process may use
+DEFAULT_JOBS = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (
+    os.cpu_count() or 1)

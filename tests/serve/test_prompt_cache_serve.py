@@ -154,12 +154,12 @@ def test_a_chat_second_turn_reuses_the_first_and_answers_as_a_fresh_server():
         assert answer.message.content == "The capital of France is Paris."
         second = [*first, {"role": "assistant", "content": answer.message.content},
                   {"role": "user", "content": "And of Italy?"}]
-        two = api.chat.completions.create(model=REAL, messages=second, max_tokens=8,
+        two = api.chat.completions.create(model=REAL, messages=second, max_tokens=3,
                                           logprobs=True, top_logprobs=2)
         stats = _stats(cached)
     with live_server(REAL, max_batch=2, prompt_cache_size=0) as fresh:
         again = client(fresh).chat.completions.create(model=REAL, messages=second,
-                                                      max_tokens=8, logprobs=True,
+                                                      max_tokens=3, logprobs=True,
                                                       top_logprobs=2)
     # turn 1's entry: its prompt, the answer and <|im_end|> (the stop token is fed too);
     # turn 2's template renders the same ids, then "\n<|im_start|>user..."

@@ -13,7 +13,6 @@ from __future__ import annotations
 import threading
 
 import httpx2
-import pytest
 from serve_live import client, live_server
 
 from batchlab.engine.paths.registry import kv_path_for

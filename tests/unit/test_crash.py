@@ -54,7 +54,7 @@ def test_a_segfault_in_one_cell_is_its_error_and_the_run_writes_every_report(
     init = functools.partial(crash_on, (MIDDLE,), "segfault")
     monkeypatch.setattr(commands, "run_cells", functools.partial(run_cells, worker_init=init))
     status = main(["matrix", "run", "--matrix", QUICK, "--filter", "l1/llama/",
-                   "--report", str(report)])
+                   "--report", str(report), "--jobs", "1"])
     assert status == 1
     results = read_results(report)
     assert sorted(r.cell_id for r in results) == sorted(c.id for c in CELLS)

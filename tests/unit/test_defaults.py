@@ -24,3 +24,16 @@ def test_an_installed_package_uses_the_current_directory(tmp_path, monkeypatch):
     monkeypatch.setattr(defaults, "_SOURCE_ROOT", site)
     monkeypatch.chdir(checkout)
     assert defaults._project_root() == checkout.resolve()
+
+
+def test_matrix_run_and_golden_regen_use_every_core_by_default():
+    import os
+
+    from batchlab.cli import build_parser
+
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    parser = build_parser()
+    assert defaults.DEFAULT_JOBS == cores
+    assert parser.parse_args(["matrix", "run"]).jobs == cores
+    assert parser.parse_args(["golden", "regen"]).jobs == cores
+    assert parser.parse_args(["matrix", "run", "--jobs", "1"]).jobs == 1

@@ -74,9 +74,9 @@ def test_the_report_shows_each_survivor_with_its_diff_and_verdict(tmp_path):
 def test_killers_run_engine_unit_tests_then_the_richest_cells_then_the_rest():
     ids = [
         "tests/unit/test_bench.py::test_bench_end_to_end",
-        "tests/parity/test_default_matrix.py::test_cell[l1/llama/B1/equal/static/ctx-short]",
-        "tests/parity/test_default_matrix.py::test_cell[l1/qwen3/B3/ragged/join/ctx-short]",
-        "tests/parity/test_default_matrix.py::test_cell[l1/llama/B3/ragged/join-evict/ctx-wrap]",
+        "tests/parity/test_matrices.py::test_cell[default:l1/llama/B1/equal/static/ctx-short]",
+        "tests/parity/test_matrices.py::test_cell[default:l1/qwen3/B3/ragged/join/ctx-short]",
+        "tests/parity/test_matrices.py::test_cell[default:l1/llama/B3/ragged/join-evict/ctx-wrap]",
         "mutants/tests/unit/test_engine_caches.py::test_ring_matches_mlx_lm[5-1-8]",
         "tests/unit/test_sampler.py::test_x",
     ]

@@ -22,3 +22,15 @@ def test_ci_runs_exactly_the_readme_test_command():
     tests = quick_start_commands()[1]
     ci_lines = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()]
     assert tests in ci_lines
+
+
+def test_ci_runs_the_real_models_matrix_after_the_test_command():
+    """The suite runs short real-model cells; matrices/real.toml's 32-step cells are CI's
+    next step, and its exit status fails the job (set -e)."""
+    tests = quick_start_commands()[1]
+    ci_lines = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()]
+    step = [i for i, line in enumerate(ci_lines)
+            if line.startswith("batchlab matrix run --matrix matrices/real.toml")]
+    assert "set -euo pipefail" in ci_lines
+    assert len(step) == 1 and step[0] > ci_lines.index(tests)
+    assert "--filter" not in ci_lines[step[0]] and "--shard" not in ci_lines[step[0]]

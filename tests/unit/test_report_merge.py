@@ -19,7 +19,8 @@ LLAMA = [c.id for c in select(load_matrix(QUICK), "l1/llama/", None)]
 def test_two_real_shards_merge_into_the_report_of_one_run(tmp_path, capsys):
     for i in (1, 2):
         assert main(["matrix", "run", "--matrix", QUICK, "--filter", "l1/llama/",
-                     "--shard", f"{i}/2", "--report", str(tmp_path / f"shard-{i}")]) == 0
+                     "--shard", f"{i}/2", "--report", str(tmp_path / f"shard-{i}"),
+                     "--jobs", "1"]) == 0
     out = tmp_path / "merged"
     status = main(["report", "merge", str(tmp_path / "shard-2"), str(tmp_path / "shard-1"),
                    "--out", str(out), "--matrix", QUICK, "--filter", "l1/llama/"])

@@ -12,7 +12,7 @@ QUICK = "matrices/quick.toml"
 def run(tmp_path, *extra):
     report = tmp_path / "report"
     status = main(["matrix", "run", "--matrix", QUICK, "--filter", "l1/llama/",
-                   "--report", str(report), *extra])
+                   "--report", str(report), "--jobs", "1", *extra])
     return status, report
 
 
