@@ -51,11 +51,16 @@ def has_golden(cell: Cell) -> bool:
 
 
 def unique_scenarios(cells: list[Cell]) -> list[Cell]:
-    """One cell per golden (cells that share a scenario share its golden)."""
+    """One cell per golden (cells that share a scenario share its golden): a cell with a
+    second judge where there is one, since its golden may need the logprobs kept."""
     seen: dict[str, Cell] = {}
     for cell in cells:
-        if has_golden(cell):
-            seen.setdefault(cell.scenario_id, cell)
+        if not has_golden(cell):
+            continue
+        have = seen.get(cell.scenario_id)
+        if have is None or (judging_for(cell.path).second is not None
+                            and judging_for(have.path).second is None):
+            seen[cell.scenario_id] = cell
     return list(seen.values())
 
 

@@ -54,7 +54,7 @@ def evaluate_cell(cell: Cell, ref: Reference) -> CellResult:
 
     judging = judging_for(cell.path)
     if judging.reference is JudgeReference.SOLO:
-        return _solo_gate(cell, result)
+        return _solo_gate(cell, ref, judging, result)
 
     try:
         golden = _reference(cell, ref, judging)
@@ -120,9 +120,10 @@ def _lab_gate(judging: Judging, golden, got, divergence, result, tokens, note: s
                   tokens=tokens, divergence=divergence.as_dict(), kl=stats.as_dict())
 
 
-def _solo_gate(cell: Cell, result) -> CellResult:
-    """A batch-invariant path: every row against its own run alone (``matrix/solo.py``);
-    no golden, no oracle, no tolerance."""
+def _solo_gate(cell: Cell, ref: Reference, judging: Judging, result) -> CellResult:
+    """A batch-invariant path: every row against its own run alone (``matrix/solo.py``),
+    no tolerance; then, where the path has one, the second judge against the batch
+    oracle's golden (``matrix/second.py``)."""
     from batchlab.matrix.engine_run import Unsupported, run_cell
     from batchlab.matrix.solo import refusal, solo_reference
 
@@ -140,12 +141,37 @@ def _solo_gate(cell: Cell, result) -> CellResult:
                       traceback=traceback.format_exc())
     tokens = sum(len(v) for v in got.rows.values())
     divergence = first_divergence(want, got, [r.name for r in cell.rows])
-    if divergence is None:
-        return result(Status.PASS, f"{tokens} tokens, every row bit-identical to its solo "
-                      "run", tokens=tokens)
-    return result(Status.FAIL, f"not batch-invariant: {divergence.describe()} (expected = "
-                  "the row run alone on this path)", tokens=tokens,
-                  divergence=divergence.as_dict())
+    if divergence is not None:
+        return result(Status.FAIL, f"not batch-invariant: {divergence.describe()} (expected "
+                      "= the row run alone on this path)", tokens=tokens,
+                      divergence=divergence.as_dict())
+    solo = f"{tokens} tokens, every row bit-identical to its solo run"
+    if judging.second is None:
+        return result(Status.PASS, solo, tokens=tokens)
+    return _second_gate(cell, ref, judging, got, result, tokens, solo)
+
+
+def _second_gate(cell, ref, judging, got, result, tokens, solo: str) -> CellResult:
+    from batchlab.matrix.second import second_judge
+    from batchlab.zoo import load
+
+    try:
+        golden = _reference(cell, ref, judging)
+    except GoldenError as err:
+        status = err.status if err.status in (Status.NO_GOLDEN, Status.STALE) else Status.ERROR
+        return result(status, f"{solo}; second judge: {err}", tokens=tokens)
+    if golden.trajectory is None:  # not gated: oracle crash
+        return result(Status.PASS, f"{solo}; no batch-oracle bits to compare (mlx-lm's batch "
+                      f"mode crashed: {_bug_text(golden.oracle_bug)})", tokens=tokens)
+    exact = judging.second_is_exact(load(cell.model).model)
+    verdict = second_judge(cell, judging, exact, golden.trajectory, got)
+    if golden.oracle_bug and not verdict.passed:  # not gated: no zoo oracle bug here
+        return result(Status.ORACLE_BUG, f"{solo}; {verdict.detail}; but the oracle's batch "
+                      f"bits are self-inconsistent: {_bug_text(golden.oracle_bug)}",
+                      tokens=tokens)
+    return result(Status.PASS if verdict.passed else Status.FAIL, f"{solo}; {verdict.detail}",
+                  tokens=tokens, divergence=verdict.divergence and verdict.divergence.as_dict(),
+                  kl=verdict.kl and verdict.kl.as_dict())
 
 
 def _has_values(trajectory) -> bool:

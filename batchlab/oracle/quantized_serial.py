@@ -24,6 +24,7 @@ from mlx_lm.models.cache import CacheList, KVCache, RotatingKVCache, make_prompt
 from mlx_lm.sample_utils import greedy_sampler
 
 from batchlab.cells.cell import Cell
+from batchlab.engine.core.layers import has_rings
 from batchlab.engine.paths.quantized.kv import KVQuant
 from batchlab.oracle.batch import run_batch_oracle
 from batchlab.trajectory import Trajectory, make_step
@@ -85,12 +86,6 @@ def mlx_lm_steps(model: nn.Module, prompt: tuple[int, ...], n: int, q: KVQuant,
     return list(generate_step(mx.array(prompt), model, max_tokens=n, sampler=greedy_sampler,
                               prefill_step_size=prefill_step_size, kv_bits=q.bits,
                               kv_group_size=q.group_size, quantized_kv_start=q.start))
-
-
-def has_rings(model: nn.Module) -> bool:
-    from batchlab.engine.paths.quantized.caches import attention_templates
-
-    return any(type(c) is RotatingKVCache for c in attention_templates(model))
 
 
 def check_cell(cell: Cell) -> None:

@@ -70,7 +70,15 @@ def _kl_gated(cell: Cell) -> bool:
     model dtype), a start offset (the rows of a batch switch together), or a GPU backend
     (a batched row is another kernel's product than its serial run). Every other
     quantized cell is gated bit-exact (no sidecar: a difference is a FAIL), except in
-    ``--live`` runs, which keep the logprobs of every lab path."""
+    ``--live`` runs, which keep the logprobs of every lab path. The invariant paths'
+    second judge keeps them where it is not bit-exact (``Judging.second_is_exact``)."""
+    judging = judging_for(cell.path)
+    if judging.second is not None:
+        from batchlab.cells.validate import vocab_size
+
+        vocab = vocab_size(cell.model)
+        return (vocab is not None and vocab <= SIDECAR_MAX_VOCAB
+                and not judging.second_is_exact(load(cell.model).model))
     scheme = _kv_scheme(cell)
     if scheme is None:
         return False

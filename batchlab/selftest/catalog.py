@@ -292,6 +292,12 @@ CATALOG: tuple[SeededBug, ...] = (
          "rule: a joiner's SSM state travels with it into the running batch (extend); "
          "alone it is never appended, so the solo gate sees the loss",
          matrix=INVARIANT_MATRIX),
+    _bug("invariant-window-one-key-short",
+         "invariant/gemma3/B16/needle/evict-many/ctx-wrap/seed1,"
+         "invariant/gemma3/B8/needle/join-evict/ctx-short",
+         invariant_bugs.window_one_key_short,
+         "rule: a sliding window reads the model's window, alone as in a batch; the same "
+         "in every row, so only the second judge (the batch oracle's golden) sees it"),
 )
 # fmt: on
 

@@ -60,3 +60,15 @@ def joiner_state_zeroed() -> list[Patch]:
         clean(self, other)
 
     return [Patch(owner=state.BatchState, name="extend", value=extend)]
+
+
+def window_one_key_short() -> list[Patch]:
+    """The invariant path's window mask hides one key too many (``window - 1``: the
+    new key counted twice). Every row loses the same key alone and in a batch, so the
+    solo gate passes; the second judge, against the batch oracle's golden, does not."""
+    clean = original(window.WindowKV, "make_mask")
+
+    def make_mask(self, N, return_array=False, window_size=None):
+        return clean(self, N, return_array, (window_size or self.max_size) - 1)
+
+    return [Patch(owner=window.WindowKV, name="make_mask", value=make_mask)]

@@ -86,6 +86,11 @@ def make_batch_caches(model, batch_size: int, *, kv_class: type = BatchKV,
     return share_uploads(caches)
 
 
+def has_rings(model) -> bool:
+    """Whether the model has sliding-window (RotatingKVCache) layers."""
+    return any(type(c) is RotatingKVCache for c in leaves(single_caches(model)))
+
+
 def leaves(caches: Sequence) -> Iterator:
     """Every cache of a layer list, a ``CacheList``'s or ``BatchList``'s parts in place
     of the list (the one walker over them)."""
