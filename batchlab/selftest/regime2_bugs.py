@@ -7,6 +7,8 @@ the catalog (``catalog.py`` names the cells that catch it).
 
 from __future__ import annotations
 
+import mlx.core as mx
+
 from batchlab.engine.core import sampler as core_sampler
 from batchlab.engine.core import scheduler as core_scheduler
 from batchlab.engine.core.factory import BatchCaches
@@ -82,3 +84,24 @@ def compiled_skips_processors() -> list[Patch]:
         return clean(self, inputs, caches, seqs)
 
     return [Patch(owner=Scheduler, name="_processed_logprobs", value=buggy)]
+
+
+def scales_stored_bf16() -> list[Patch]:
+    """The packed layout stores scales and biases as bfloat16 (one uint32 word per two
+    groups, the layout of every bf16 model) whatever the keys' dtype: float32 KV loses
+    the low half of each scale and bias, and only models whose KV is float32 see it."""
+    from batchlab.engine.paths.quantized import kv as quantized_kv
+
+    def pack(x, q):
+        w, scales, biases = mx.quantize(x, group_size=q.group_size, bits=q.bits)
+        sb = mx.concatenate([scales, biases], axis=-1).astype(mx.bfloat16)
+        return mx.concatenate([w, sb.view(mx.uint32)], axis=-1)
+
+    def unpack(p, q, dim, dtype):
+        ints = dim * q.bits // 32
+        groups = dim // q.group_size
+        sb = mx.contiguous(p[..., ints:]).view(mx.bfloat16).astype(dtype)
+        return p[..., :ints], sb[..., :groups], sb[..., groups:]
+
+    return [Patch(owner=quantized_kv, name="pack", value=pack),
+            Patch(owner=quantized_kv, name="unpack", value=unpack)]
