@@ -304,6 +304,12 @@ CATALOG: tuple[SeededBug, ...] = (
          "rule: mx.quantize's scales and biases take the keys' dtype (float32 on the "
          "real model and qwen3-moe-hd64), so a packed column of float32 KV holds two "
          "words per group and side"),
+    _bug("blocked-pad-rows-float32",
+         "invariant-blocked/gemma3/B8/ragged/static/*,invariant-blocked/qwen3.5/B8/ragged/static/*,"
+         "invariant-blocked/llama/B8/ragged/static/*",
+         regime2_bugs.blocked_pad_rows_float32,
+         "rule: rowblock.py pads with zero rows of the input's dtype, so a padded block "
+         "and a full one run the same product"),
     # -- batch invariance (matrices/invariant.toml, the solo gate; docs/invariant.md)
     _bug("invariant-l1-shared-pointer",
          "invariant/gpt-oss/B16/needle/join-evict/*,invariant/gemma4-26b/B16/needle/staggered/*",

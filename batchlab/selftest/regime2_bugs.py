@@ -105,3 +105,23 @@ def scales_stored_bf16() -> list[Patch]:
 
     return [Patch(owner=quantized_kv, name="pack", value=pack),
             Patch(owner=quantized_kv, name="unpack", value=unpack)]
+
+
+def blocked_pad_rows_float32() -> list[Patch]:
+    """Row blocking pads its input with float32 zero rows (``mx.zeros``' default dtype):
+    the concatenation promotes a bf16 block to float32, so a row in a block that needed
+    padding (a row alone) is computed in float32 and a row in a full block in bf16."""
+    from batchlab.engine.paths.invariant import rowblock
+
+    def buggy(fn, x, rows):
+        lead, k = x.shape[:-1], x.shape[-1]
+        flat = x.reshape(-1, k)
+        m = flat.shape[0]
+        padded = -(-m // rows) * rows
+        if padded != m:
+            flat = mx.concatenate([flat, mx.zeros((padded - m, k))])
+        parts = [fn(flat[i : i + rows]) for i in range(0, padded, rows)]
+        out = parts[0] if len(parts) == 1 else mx.concatenate(parts)
+        return out[:m].reshape(*lead, out.shape[-1])
+
+    return [Patch(owner=rowblock, name="blocked_rows", value=buggy)]
