@@ -116,3 +116,20 @@ def test_event_records_used_above_are_the_cells():
     assert only.events == (Event(step=0, action="insert", rows=("A", "B", "C", "D")),
                            Event(step=8, action="remove", rows=("A",)))
     assert _exact(only)
+
+
+def _window_fits(model: str):
+    return expand({"cell": [{"model": model, "script": "window-fits", "steps": 3,
+                             "prompts": {"A": {"length": 5}, "B": {"length": 2},
+                                         "C": {"length": 3}},
+                             "events": ["insert A,B,C at 0"]}]})[0]
+
+
+def test_the_gate_marks_baichuan_m1s_batch_mode_bug_itself():
+    from batchlab.oracle.regen import make_golden
+
+    golden = make_golden(_window_fits("baichuan-m1"))
+    assert golden.serial_check == "oracle-bug"
+    assert golden.oracle_bug["kind"] == "serial-mismatch"
+    assert golden.oracle_bug["rows"] == ["B", "C"] and golden.oracle_bug["first_step"] == 0
+    assert make_golden(_window_fits("gemma3")).serial_check == "agrees"
