@@ -7,7 +7,8 @@ caches, what it refuses); this module says how the matrix judges what it ran:
     l1          batch-oracle        FAIL (no tolerance, ever)
     fast        batch-oracle        the lab KL gate
     compiled    batch-oracle        the lab KL gate
-    kv*         serial-quantized    the KV8 / KV4 KL gate (by the scheme's bits)
+    kv*         serial-quantized    FAIL where the batch can equal the serial run
+                                    (``quantized_exact``), else the KV8 / KV4 KL gate
     invariant*  solo                FAIL (each row against itself run alone)
                 + batch-oracle      bit-exact where the backend makes it equal, else
                                     SECOND_KL_GATE (greedy rows, steps aside: second judge)
@@ -113,3 +114,30 @@ def judging_for(path: str) -> Judging:
         return Judging(path=path, reference=Reference.SERIAL_QUANTIZED, kv_scheme=scheme,
                        kl_gate=KV8_KL_GATE if scheme.bits == 8 else KV4_KL_GATE)
     return Judging(path=path, reference=Reference.BATCH_ORACLE)
+
+
+def quantized_exact(cell, *, has_rings: bool, on_gpu: bool) -> bool:
+    """Whether a quantized-KV cell's batch can equal its serial quantized oracle bit for
+    bit, so that it is gated bit-exact (its golden keeps no logprobs: a difference is a
+    FAIL) rather than by KL. Not on a GPU (a batched row is another kernel's product),
+    nor on a model with sliding windows (mlx-lm cannot quantize a ring: its serial rings
+    stay in the model dtype). At start 0 every row is quantized after its first forward,
+    alone as in a batch. At a start > 0 a batch holds one format and switches on the first
+    write at which any row has reached the start, so it is exact only where every row
+    reaches it on the same write: one row (B=1), or rows inserted together at step 0 with
+    prompts of one length and no history, admitted in one prefill batch (evictions
+    later do not move the others' offsets)."""
+    if on_gpu or has_rings:
+        return False
+    scheme = judging_for(cell.path).kv_scheme
+    if scheme is None or scheme.start == 0:
+        return True
+    if len(cell.rows) == 1:
+        return not any(e.action in ("resume", "continue") for e in cell.events)
+    admits = [e for e in cell.events if e.action != "remove"]
+    together = (len(admits) == 1 and admits[0].step == 0
+                and len(admits[0].rows) == len(cell.rows))
+    return (together and len({len(r.prompt) for r in cell.rows}) == 1
+            and not any(r.prefix for r in cell.rows)
+            and len(cell.rows) <= cell.schedule.prefill_batch_size
+            and len(cell.rows) <= cell.schedule.completion_batch_size)

@@ -13,7 +13,17 @@ quantization: ``generate_step(..., kv_bits, kv_group_size, quantized_kv_start)``
   applied per layer, where a sliding-window layer stays in the model dtype because
   mlx-lm cannot quantize it (``RotatingKVCache.to_quantized`` raises "NYI"). Those
   cells are gated by KL (the engine's rings are quantized).
+- A row with history (a prefix, a park and resume, a finished row continued) is replayed
+  alone (``replay_quantized_row``) through the forwards the batch gave it, as
+  ``serial_history.replay_row`` replays an l1 row, with mlx-lm's quantization rule
+  applied after each forward (``maybe_quantize_kv_cache``: a ``KVCache`` whose offset
+  has reached the start becomes ``to_quantized``'s ``QuantizedKVCache``). A prefix is a
+  cached prompt built in the model dtype by the single-stream path (``prefill_step_size``
+  chunks) and quantized as it is handed over (``to_quantized``, before the row's first
+  own forward), which is what a server's prompt cache holds once a kv-bits run has
+  touched it; a parked row keeps its (by then quantized) caches and resumes on them.
 """
+
 
 from __future__ import annotations
 
@@ -23,10 +33,11 @@ from mlx_lm.generate import generate_step, generation_stream
 from mlx_lm.models.cache import CacheList, KVCache, RotatingKVCache, make_prompt_cache
 from mlx_lm.sample_utils import greedy_sampler
 
-from batchlab.cells.cell import Cell
+from batchlab.cells.cell import Cell, Row
 from batchlab.engine.core.layers import has_rings
 from batchlab.engine.paths.quantized.kv import KVQuant
 from batchlab.oracle.batch import run_batch_oracle
+from batchlab.oracle.serial_history import segment_lengths
 from batchlab.trajectory import Trajectory, make_step
 
 QUANTIZED_ORACLE_NAME = "mlx_lm.generate.generate_step(kv_bits) per row"
@@ -90,11 +101,54 @@ def mlx_lm_steps(model: nn.Module, prompt: tuple[int, ...], n: int, q: KVQuant,
 
 def check_cell(cell: Cell) -> None:
     for row in cell.rows:
-        if row.prefix or row.resume or row.processors or row.sampling:
-            raise ValueError(f"row {row.name}: the quantized oracle runs plain greedy rows "
-                             "only (no history, park / resume, processors or samplers)")
+        if row.processors or row.sampling:
+            raise ValueError(f"row {row.name}: the quantized oracle runs greedy rows without "
+                             "processors or samplers of their own (history is fine)")
     if not cell.sampling.greedy:
         raise ValueError("the quantized oracle runs greedy cells only")
+
+
+def replay_quantized_row(model: nn.Module, cell: Cell, row: Row, lengths: list[int],
+                         plan: list[KVQuant]) -> list[tuple[int, mx.array]]:
+    """A row with history alone: prefix (model dtype, then quantized) | prompt[:-1] |
+    one id at a time | after a park or finish: resume[:-1] | one id at a time, with
+    ``lengths[i]`` tokens emitted for segment i and mlx-lm's quantization rule after
+    every forward; [(token, logprobs)]."""
+    size = cell.schedule.prefill_step_size
+    caches = make_prompt_cache(model)
+
+    def forward(ids: tuple[int, ...], quantize: bool = True) -> mx.array:
+        logits = model(mx.array([list(ids)]), cache=caches)
+        if quantize:
+            _quantize_layers(caches, plan)
+        return logits
+
+    def prefill(ids: tuple[int, ...], quantize: bool = True) -> None:
+        for at in range(0, len(ids), size):
+            forward(ids[at:at + size], quantize)
+            mx.eval([c.state for c in caches])
+
+    out: list[tuple[int, mx.array]] = []
+    with mx.stream(generation_stream):
+        if row.prefix:
+            prefill(row.prefix, quantize=False)  # the cached prompt, in the model dtype
+            _quantize_layers(caches, plan)  # ... quantized as the row takes it
+        segments = list(zip((row.prompt, row.resume), lengths))
+        for i, (segment, n) in enumerate(segments):
+            if i and n == 0:
+                continue
+            prefill(segment[:-1])
+            fed = segment[-1]
+            for _ in range(n):
+                logits = forward((fed,))[:, -1, :]
+                logprobs = logits - mx.logsumexp(logits, keepdims=True)
+                y = greedy_sampler(logprobs)
+                mx.eval(y, logprobs)
+                fed = y.item()
+                out.append((fed, logprobs.squeeze(0)))
+            if i + 1 < len(segments):  # the batch fed the last emitted token before the
+                forward((fed,))         # park (or the finish): the kept cache holds it
+    return out
 
 
 def run_quantized_oracle(cell: Cell, model: nn.Module, dtype: str, plan: list[KVQuant],
@@ -109,8 +163,17 @@ def run_quantized_oracle(cell: Cell, model: nn.Module, dtype: str, plan: list[KV
             rows[row.name] = ()
             continue
         ps = cell.schedule.prefill_step_size
-        run = (mlx_lm_steps(model, row.prompt, len(steps), plan[0], ps) if uniform
-               else serial_quantized_steps(model, row.prompt, len(steps), plan, ps))
+        if row.prefix or row.resume:
+            lengths = segment_lengths(cell, row, steps)
+            if len(lengths) > 1 and lengths[0] == 0:
+                raise ValueError(f"row {row.name} is parked before its first token (its caches "
+                                 "hold part of a prompt): the quantized oracle cannot replay "
+                                 "that; park it after it emitted")
+            run = replay_quantized_row(model, cell, row, lengths, plan)
+        elif uniform:
+            run = mlx_lm_steps(model, row.prompt, len(steps), plan[0], ps)
+        else:
+            run = serial_quantized_steps(model, row.prompt, len(steps), plan, ps)
         rows[row.name] = tuple(make_step(s.step, token, logprobs, keep_values)
                                for s, (token, logprobs) in zip(steps, run, strict=True))
     return Trajectory(rows=rows, dtype=dtype)

@@ -15,9 +15,14 @@ from batchlab.backend import backend_key
 from batchlab.cells.cell import Cell
 from batchlab.golden.check import expected_stamp, model_fingerprint
 from batchlab.golden.store import Golden, golden_path, write_golden
-from batchlab.judging.judging import judging_for
+from batchlab.judging.judging import judging_for, quantized_exact
 from batchlab.oracle.batch import ORACLE_NAME, run_batch_oracle
-from batchlab.oracle.serial import batch_crash_bug, check_against_serial, serial_check_reason
+from batchlab.oracle.serial import (
+    batch_crash_bug,
+    check_against_serial,
+    ring_width_bound,
+    serial_check_reason,
+)
 from batchlab.zoo import load
 
 
@@ -37,13 +42,14 @@ def make_golden(cell: Cell, keep_values: bool = False) -> Golden:
     if scheme is not None:
         return _quantized_golden(cell, loaded, scheme, keep_values)
     any_greedy = any((r.sampling or cell.sampling).greedy for r in cell.rows)
-    skip = serial_check_reason(loaded.model, backend_key(), any_greedy)
     try:
         trajectory = run_batch_oracle(cell, loaded.model, loaded.dtype, keep_values=keep_values)
     except Exception as err:  # noqa: BLE001 - a crash in batch mode is evidence
         bug = batch_crash_bug(cell, loaded.model, err)
         trajectory, serial_check = None, "oracle-bug"
     else:
+        skip = serial_check_reason(loaded.model, backend_key(), any_greedy,
+                                   widest=ring_width_bound(cell, trajectory))
         bug = None if skip else check_against_serial(cell, loaded.model, trajectory)
         serial_check = skip or ("oracle-bug" if bug else "agrees")
     return Golden(
@@ -66,12 +72,11 @@ SIDECAR_MAX_VOCAB = 4096  # a real vocabulary (49152) makes ~3.5 MB of logprobs 
 
 def _kl_gated(cell: Cell) -> bool:
     """A quantized-KV cell that cannot be bit-exact keeps its logprobs (a sidecar) for
-    its KL gate: a model with sliding-window layers (mlx-lm's serial rings stay in the
-    model dtype), a start offset (the rows of a batch switch together), or a GPU backend
-    (a batched row is another kernel's product than its serial run). Every other
-    quantized cell is gated bit-exact (no sidecar: a difference is a FAIL), except in
-    ``--live`` runs, which keep the logprobs of every lab path. The invariant paths'
-    second judge keeps them where it is not bit-exact (``Judging.second_is_exact``)."""
+    its KL gate; which cells can is ``judging.quantized_exact``'s rule (not on a GPU, no
+    sliding windows, and at a start > 0 only where every row switches on the same write).
+    Every other quantized cell is gated bit-exact (no sidecar: a difference is a FAIL),
+    except in ``--live`` runs, which keep the logprobs of every lab path. The invariant
+    paths' second judge keeps them where it is not bit-exact (``Judging.second_is_exact``)."""
     judging = judging_for(cell.path)
     if judging.second is not None:
         from batchlab.cells.validate import vocab_size
@@ -82,12 +87,12 @@ def _kl_gated(cell: Cell) -> bool:
     scheme = _kv_scheme(cell)
     if scheme is None:
         return False
-    from batchlab.oracle.quantized_serial import has_rings
+    from batchlab.engine.core.layers import has_rings
 
     model = load(cell.model).model
     on_gpu = not backend_key().startswith("cpu-")
     return (model.args.vocab_size <= SIDECAR_MAX_VOCAB
-            and (scheme.start > 0 or has_rings(model) or on_gpu))
+            and not quantized_exact(cell, has_rings=has_rings(model), on_gpu=on_gpu))
 
 
 def _quantized_golden(cell: Cell, loaded, scheme, keep_values: bool) -> Golden:

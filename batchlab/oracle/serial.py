@@ -4,8 +4,10 @@ On the CPU backend matmul rows do not depend on M and SDPA ignores prepended mas
 keys, so for full-attention, SSM, hybrid and MoE models every row of a B=N batch must
 equal its own B=1 run (``generate_step``) bit for bit (FACTS.md). Where they differ, or
 where batch mode crashes and the serial path does not, the oracle is wrong: ORACLE-BUG.
-Sliding-window models are exempt (the shared ring pointer makes padded rows differ by
-design), as is every GPU backend (batching changes reduction order there).
+Sliding-window models are checked only while no ring can have wrapped (every key the
+batch wrote still in the ring, where a ring is a plain cache); once one wraps the shared
+ring pointer makes padded rows differ by design. Every GPU backend is exempt (batching
+changes reduction order there).
 """
 
 from __future__ import annotations
@@ -43,17 +45,35 @@ class OracleBug:
                 "detail": self.detail}
 
 
-def serial_check_reason(model: nn.Module, backend: str, greedy: bool = True) -> str | None:
-    """None if the serial check applies here, else why it does not."""
+def serial_check_reason(model: nn.Module, backend: str, greedy: bool = True,
+                        widest: int | None = None) -> str | None:
+    """None if the serial check applies here, else why it does not. ``widest`` bounds
+    the columns any batch ring of the run holds (``ring_width_bound``); a model with
+    sliding windows is checked while that fits its smallest window (no ring wrapped)."""
     if not greedy:
         return ("skipped: temperature > 0 in every row (the batch's draws depend on B and "
                 "the row order)")
     if not backend.startswith("cpu"):
         return f"skipped: on {backend} batching changes reduction order, B=N != B=1 is expected"
     caches = make_prompt_cache(model)
-    if any(isinstance(c, RotatingKVCache) for c in _flat(caches)):
+    windows = [c.max_size for c in _flat(caches) if isinstance(c, RotatingKVCache)]
+    if windows and (widest is None or widest > min(windows)):
         return "skipped: sliding-window layers (the shared ring makes B=N differ from B=1)"
     return None
+
+
+def ring_width_bound(cell: Cell, batch: Trajectory) -> int:
+    """An upper bound on the columns a batch ring holds during the oracle's run: the most
+    ids one row ever brings at once (prefix, prompt, resume ids, plus what it emitted
+    before a park or finish) plus one column per step at which any row emitted (a decode
+    forward writes one column; a prefill or a join widens a ring to its longest row).
+    A static batch of 5-id prompts and 3 tokens: 5 + 3 = 8 (it holds 4 + 3 = 7)."""
+    steps = [s.step for row in batch.rows.values() for s in row]
+    if not steps:
+        return 0
+    ids = max(len(r.prefix) + len(r.prompt) + len(r.resume) + r.max_tokens
+              if r.resume else len(r.prefix) + len(r.prompt) for r in cell.rows)
+    return ids + len(set(steps))
 
 
 def _flat(caches):

@@ -23,6 +23,7 @@ from batchlab.selftest import (
     invariant_bugs,
     model_bugs,
     quantized_bugs,
+    regime2_bugs,
     regime_bugs,
     schedule_bugs,
 )
@@ -269,6 +270,46 @@ CATALOG: tuple[SeededBug, ...] = (
          quantized_bugs.ring_scales_as_float16,
          "rule: mx.quantize's scales and biases are in the input's dtype (bf16 here), "
          "unlike GGUF's float16 block scales; caught by the sliding-window KL gate"),
+    # -- the gate's second round (issue 26; regime2_bugs.py)
+    _bug("qkv-start-one-write-late",
+         "kv8-s8/llama-hd64/B1/equal/static/ctx-short,kv4-s8/qwen3-moe-hd64/B4/equal/static/*",
+         regime2_bugs.start_one_write_late,
+         "rule: mlx-lm's maybe_quantize_kv_cache quantizes after the forward whose offset "
+         "reaches quantized_kv_start (generate_step), so the next write is quantized"),
+    _bug("qkv-history-rows-unquantized",
+         "kv8/llama-hd64/B3/explicit/kv-history/*,kv4/qwen3-moe-hd64/B3/explicit/kv-history/*",
+         regime2_bugs.history_rows_unquantized,
+         "record: issue 26, a kv row admitted with history got plain bf16 caches and a "
+         "fresh quantized row joining it crashed (the reproduction at 18808d7)",
+         caught_as="ERROR"),
+    _bug("sampler-equal-settings-one-draw",
+         "l1/llama/B3/ragged/static/ctx-short/t0.8_r5_rs-t0.9k20,"
+         "l1/qwen3.5/B4/ragged/join-evict/ctx-short/t0.8_r5_rs-t0.9k20+t0.9k20+t1.2",
+         regime2_bugs.equal_samplers_one_draw,
+         "rule: BatchGenerator samples the batch in one call only when every row holds the "
+         "same sampler object (`all(s is samplers[0])`), else per row in batch order"),
+    _bug("completion-cap-not-raised",
+         "l1/llama/B6/ragged/static/ctx-short/steps3_pb4_cb2,"
+         "l1/mamba2/B6/ragged/trickle/ctx-short/steps3_pb4_cb2",
+         regime2_bugs.completion_cap_not_raised,
+         "rule: FACTS.md, completion_batch_size is raised to at least prefill_batch_size"),
+    _bug("compiled-skips-processors",
+         "compiled/llama/B4/ragged/staggered/*,compiled/qwen3-moe/B3/ragged/join-evict/*",
+         regime2_bugs.compiled_skips_processors,
+         "rule: processors run on each row's raw logits before the logsumexp, on every "
+         "path (BatchGenerator's order); the compiled trace folds the logsumexp in"),
+    _bug("qkv-float32-scales-as-bf16",
+         "kv8/qwen3-moe-hd64/B4/ragged/join-evict/*,kv8-s8/qwen3-moe-hd64/B1/equal/static/*",
+         regime2_bugs.scales_stored_bf16,
+         "rule: mx.quantize's scales and biases take the keys' dtype (float32 on the "
+         "real model and qwen3-moe-hd64), so a packed column of float32 KV holds two "
+         "words per group and side"),
+    _bug("blocked-pad-rows-float32",
+         "invariant-blocked/gemma3/B8/ragged/static/*,invariant-blocked/qwen3.5/B8/ragged/static/*,"
+         "invariant-blocked/llama/B8/ragged/static/*",
+         regime2_bugs.blocked_pad_rows_float32,
+         "rule: rowblock.py pads with zero rows of the input's dtype, so a padded block "
+         "and a full one run the same product"),
     # -- batch invariance (matrices/invariant.toml, the solo gate; docs/invariant.md)
     _bug("invariant-l1-shared-pointer",
          "invariant/gpt-oss/B16/needle/join-evict/*,invariant/gemma4-26b/B16/needle/staggered/*",

@@ -215,6 +215,18 @@ _SPECS = [
         rope_theta=1000000.0, rope_local_base_freq=10000.0, rms_norm_eps=1e-6,
         max_position_embeddings=32768, tie_word_embeddings=True,
     ),
+    # Float32 KV (MoE runs fp32 on the CPU backend): the quantized paths' packed layout
+    # holds fp32 scales and biases (two uint32 words per group, not one), which no bf16
+    # model reaches; the real model has fp32 KV too, but a step of it costs ~0.3 s here.
+    _spec(
+        "qwen3-moe-hd64", "qwen3_moe", "float32", "Qwen3 MoE attention (head_dim 64, float32 KV)",
+        notes="float32: GatherMM (MoE) runs fp32-only on the CPU backend; 4 query heads of "
+              "64 over 2 KV heads; else the tiny qwen3-moe",
+        **_ATTN, num_hidden_layers=2, intermediate_size=128, head_dim=64, num_experts=4,
+        num_experts_per_tok=2, decoder_sparse_step=1, mlp_only_layers=[],
+        moe_intermediate_size=32, norm_topk_prob=True, rms_norm_eps=1e-6,
+        rope_theta=1000000.0, max_position_embeddings=40960, tie_word_embeddings=False,
+    ),
     _spec(
         "gemma2-gqa", "gemma2", "bfloat16", "Gemma 2 with GQA (known mlx-lm batch-mode bug)",
         notes="4 heads over 2 KV heads: mlx-lm's (B,1,L,S) mask meets its 5-D GQA scores; "

@@ -49,6 +49,7 @@ PINNED = {
     "llama-hd64": ("llama-hd64-248967af45c8", "8787d13c0da47e20"),
     "qwen3-hd128": ("qwen3-hd128-4c19c5439911", "d33caac049c2c77d"),
     "gemma3-hd64": ("gemma3-hd64-04d367a10957", "e91ce8cbe1592d8d"),
+    "qwen3-moe-hd64": ("qwen3-moe-hd64-98135418bfb8", "41ab2bf5ff848a98"),
     "gemma2-gqa": ("gemma2-gqa-73d798a176c2", "cdcd680f3e37fa59"),
 }
 
@@ -75,6 +76,7 @@ GOLDEN_STAMPS = {
     "llama-hd64": "8787d13c0da47e20+cfg48e16771",
     "qwen3-hd128": "d33caac049c2c77d+cfga7143209",
     "gemma3-hd64": "e91ce8cbe1592d8d+cfg50371ad8",
+    "qwen3-moe-hd64": "41ab2bf5ff848a98+cfg6e909b4d",
     "gemma2-gqa": "cdcd680f3e37fa59+cfg06baf760",
 }
 
@@ -97,6 +99,7 @@ LAYER_KINDS = {
     "llama-hd64": "full×2",
     "qwen3-hd128": "full×2",
     "gemma3-hd64": "sliding8×2 full×2",
+    "qwen3-moe-hd64": "full×2 +moe",
     "gemma2-gqa": "full×2",
 }
 
