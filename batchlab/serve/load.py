@@ -28,6 +28,8 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from batchlab.serve.load_stream import _one, _pct
+
 WORDS = ["the", "of", "and", "to", "in", "is", "was", "for", "on", "as", "with", "by", "at",
          "from", "his", "her", "an", "were", "are", "which"]
 
@@ -51,31 +53,6 @@ class LevelResult:
 def _lengths(spec: str, n: int, rng: random.Random) -> list[int]:
     mean, _, sd = spec.partition(":")
     return [max(1, round(rng.gauss(float(mean), float(sd or 0)))) for _ in range(n)]
-
-
-def _pct(values: list[float], q: float) -> float:
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000
-
-
-async def _one(api, model: str, prompt: str, max_tokens: int, on_first=None):
-    """(start, arrival time of each chunk that carries a choice, completion tokens);
-    ``on_first()`` is called at the first such chunk."""
-    start = time.perf_counter()
-    stamps, tokens = [], None
-    stream = await api.completions.create(model=model, prompt=prompt, max_tokens=max_tokens,
-                                          stream=True, temperature=0.0,
-                                          stream_options={"include_usage": True})
-    async for chunk in stream:
-        if chunk.choices:
-            stamps.append(time.perf_counter())
-            if on_first is not None and len(stamps) == 1:
-                on_first()
-        if chunk.usage is not None:
-            tokens = chunk.usage.completion_tokens
-    return start, stamps, len(stamps) if tokens is None else tokens
 
 
 async def run_level(target: str, url: str, model: str, concurrency: int,

@@ -20,7 +20,7 @@ import asyncio
 import time
 from dataclasses import dataclass
 
-from batchlab.serve.load import _one, _pct
+from batchlab.serve.load_stream import _one, _pct
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
