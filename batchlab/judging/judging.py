@@ -10,6 +10,7 @@ caches, what it refuses); this module says how the matrix judges what it ran:
     kv*         serial-quantized    the KV8 / KV4 KL gate (by the scheme's bits)
     invariant*  solo                FAIL (each row against itself run alone)
     l1-solo     solo                FAIL (the invariance gate's negative control)
+    paged       batch-oracle        FAIL (l1's layout gathered from KV blocks)
 
     batch-oracle      mlx-lm's BatchGenerator at the same B and schedule: goldens shared
                       by every path of a scenario (or the oracle live, ``--live``)
@@ -68,6 +69,7 @@ _BY_PATH = {
     "invariant": Judging(path="invariant", reference=Reference.SOLO),
     "invariant-blocked": Judging(path="invariant-blocked", reference=Reference.SOLO),
     "l1-solo": Judging(path="l1-solo", reference=Reference.SOLO),
+    "paged": Judging(path="paged", reference=Reference.BATCH_ORACLE),
 }
 
 
