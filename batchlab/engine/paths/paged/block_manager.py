@@ -179,6 +179,27 @@ class BlockManager:
         return BlockTable(blocks=list(table.blocks), num_tokens=table.num_tokens,
                           ids=list(table.ids), num_sealed=table.num_sealed)
 
+    def share_prefix(self, table: BlockTable, ids: Sequence[int]) -> None:
+        """Start an empty ``table`` on the cached blocks of ``ids`` (whole blocks, each a
+        hit, each gaining a reference): a row whose prompt begins with a cached prefix.
+        Raises if ``ids`` is not cached whole (ask ``cached_prefix`` first)."""
+        bs, parent = self.block_size, NO_PARENT
+        if table.num_tokens or len(ids) % bs:  # not gated: misuse
+            raise ValueError("share_prefix needs an empty table and whole blocks of ids")
+        for start in range(0, len(ids), bs):
+            block_ids = tuple(ids[start : start + bs])
+            parent = block_hash(parent, block_ids)
+            cached = self.hash_to_block.get(parent)
+            if cached is None or self.blocks[cached].ids != block_ids:  # not gated: misuse
+                raise ValueError(f"ids {start}..{start + bs - 1} are not in the prefix cache")
+            self._incref(cached)
+            self.num_queries += 1
+            self.num_hits += 1
+            table.blocks.append(cached)
+        table.ids.extend(ids)
+        table.num_tokens = table.num_sealed = len(ids)
+        table.num_sealed //= bs
+
     def cached_prefix(self, ids: Sequence[int]) -> int:
         """How many leading tokens of ``ids`` the prefix cache holds (full blocks only):
         what a new row with this prompt would find. Counts nothing."""

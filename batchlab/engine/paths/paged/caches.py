@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
 from mlx import nn
 
 from batchlab.engine.core import layers
@@ -58,6 +59,23 @@ class PagedCaches(BatchCaches):
     def merged(self, model: nn.Module, per_row: Sequence[Sequence]) -> list:
         layers.refuse_unbatchable(model)
         return layers.merge_layers(per_row, kv_class=_LayerCursor(self))
+
+    def fresh_with_prefix(self, model: nn.Module, prefixes: Sequence[Sequence[int]]) -> list:
+        """Caches for ``len(prefixes)`` admitted rows, row i already holding the cached
+        blocks of ``prefixes[i]`` (whole blocks, maybe none), laid out as ``merged`` lays
+        rows with history (left-padded to the longest). Only for models whose every
+        cache is a ``PagedKV`` (a ring or a state has no cached prefix to start from)."""
+        caches = self.fresh(model, len(prefixes))
+        width = max(len(p) for p in prefixes)
+        sizes = np.array([len(p) for p in prefixes], dtype=np.int64)
+        for cache in layers.leaves(caches):
+            for table, prefix in zip(cache.rows, prefixes):
+                cache.manager.share_prefix(table, prefix)
+            cache.left_padding = width - sizes
+            cache.offset = sizes
+            cache._idx = width
+            cache.written = width > 0
+        return caches
 
     def stats(self) -> BlockStats | None:
         """The first full-attention layer's blocks (every layer holds the same rows, so
