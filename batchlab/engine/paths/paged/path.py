@@ -28,6 +28,7 @@ class PagedScheduler(Scheduler):
     caches: PagedCaches = PagedCaches()  # replaced per instance: each scheduler owns its pools
     block_size: int = DEFAULT_BLOCK_SIZE
     num_blocks: int | None = None
+    share_prefixes: bool = True  # False: no ids reach the caches, nothing is hashed
     skip_cached_prefill: bool = True
 
     def __init__(self, model: nn.Module, config: ScheduleConfig = MLX_LM_DEFAULTS,
@@ -39,7 +40,9 @@ class PagedScheduler(Scheduler):
 
     def _cached_ids(self, seq) -> int:
         """How many leading prompt ids of ``seq`` to take from the prefix cache."""
-        if not self.skip_cached_prefill or seq.request.history or not self.caches.pools:
+        if not (self.skip_cached_prefill and self.share_prefixes) or seq.request.history:
+            return 0
+        if not self.caches.pools:
             return 0
         if self._all_paged is None:
             self._all_paged = all(isinstance(c, PagedKV)
@@ -82,7 +85,7 @@ class PagedScheduler(Scheduler):
     def _prefill_chunk(self) -> None:
         """Tell the caches which ids the chunk writes (right padding unknown), as l1's
         ``_prefill_chunk`` will cut it."""
-        if len(self.prompt):
+        if len(self.prompt) and self.share_prefixes:
             step = self.config.prefill_step_size
             chunks = [s.unprefilled[: min(len(s.unprefilled), step)] for s in self.prompt.seqs]
             width = max(len(c) for c in chunks)
