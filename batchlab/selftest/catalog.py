@@ -300,7 +300,8 @@ CATALOG: tuple[SeededBug, ...] = (
          "rule: a block given back to the free list leaves every table (nano-vllm's "
          "deallocate clears the table); a freed block still referenced is read and "
          "written by two rows"),
-    _bug("paged-hash-without-parent", "paged/llama/*/prefix-share/*", paged_bugs.hash_without_parent,
+    _bug("paged-hash-without-parent", "paged/llama/*/prefix-share/*",
+         paged_bugs.hash_without_parent,
          "rule: a block's hash chains its parent's (vLLM, nano-vllm): equal ids after "
          "different prefixes are different keys"),
     _bug("paged-block-boundary-off-by-one",
@@ -308,7 +309,8 @@ CATALOG: tuple[SeededBug, ...] = (
          paged_bugs.block_boundary_off_by_one,
          "rule: token p sits in block p // block_size at slot p % block_size; the "
          "boundary is where paged KV ports slip"),
-    _bug("paged-stale-hash-on-reuse", "paged/llama/*/prefix-lru/*,paged/qwen3/*/prefix-lru/*", paged_bugs.stale_hash_on_reuse,
+    _bug("paged-stale-hash-on-reuse", "paged/llama/*/prefix-lru/*,paged/qwen3/*/prefix-lru/*",
+         paged_bugs.stale_hash_on_reuse,
          "rule: a cached free block handed out again is rewritten, so its hash must go "
          "(nano-vllm's _allocate_block resets it)"),
 )

@@ -68,7 +68,8 @@ def test_a_shared_prompt_is_stored_once():
     m.seal(b)
     assert (a.blocks, b.blocks) == ([1, 2, 3], [1, 2, 6])  # b's own 4 and 5 freed
     assert _refs(m)[:7] == [0, 2, 2, 1, 0, 0, 1]
-    assert (m.blocks[1].ids, m.blocks[2].hash) == ((5, 6), block_hash(block_hash(-1, [5, 6]), [7, 8]))
+    h1 = block_hash(block_hash(NO_PARENT, [5, 6]), [7, 8])
+    assert (m.blocks[1].ids, m.blocks[2].hash) == ((5, 6), h1)
     s = m.stats()
     assert (s.num_queries, s.num_hits, s.hit_rate, s.num_used) == (4, 2, 0.5, 4)
     assert m.cached_prefix([5, 6, 7, 8, 9, 9]) == 4
