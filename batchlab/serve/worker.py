@@ -31,6 +31,7 @@ from batchlab.engine.core.sampler import RowSampler
 from batchlab.engine.core.scheduler import Scheduler, engine_stream
 from batchlab.serve.budget import RowCost
 from batchlab.serve.job import Done, GuardedSampler, Job, Token
+from batchlab.serve.paged_stats import block_stats
 from batchlab.serve.prompt_cache import PromptCache
 
 
@@ -54,6 +55,7 @@ class EngineStats:
     prompt_cache_bytes: int  # held apart from the batch: not in projected_kv_bytes
     prompt_cache_max_entries: int
     prompt_cache_max_bytes: int | None
+    blocks: dict | None = None  # the paged path's block counts (serve/paged_stats.py)
 
 
 class EngineWorker:
@@ -132,7 +134,8 @@ class EngineWorker:
             prompt_tokens=self.prompt_tokens, cached_prompt_tokens=cache.cached_tokens,
             prompt_cache_hits=cache.hits, prompt_cache_misses=cache.misses,
             prompt_cache_entries=cache.entries, prompt_cache_bytes=cache.nbytes,
-            prompt_cache_max_entries=cache.max_entries, prompt_cache_max_bytes=cache.max_bytes)
+            prompt_cache_max_entries=cache.max_entries, prompt_cache_max_bytes=cache.max_bytes,
+            blocks=block_stats(self.scheduler))
 
     def projected(self, jobs: list[Job]) -> int:
         return self.row_cost.batch_bytes([j.projected_tokens for j in jobs])
