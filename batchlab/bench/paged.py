@@ -9,8 +9,12 @@
               time to first token, against the same rows with sharing off (and l1);
               the tokens of every row must be equal in all three runs
 
+    gather    one layer's decode step, ``update_and_fetch`` and eval: l1's BatchKV
+              slice against PagedKV's gather, at a few (B, width)
+
     python -m batchlab.bench.paged density [--budget 16384] [--gen 128] [--trials 20]
     python -m batchlab.bench.paged prefix [--model llama] [--rows 16] [--system 256]
+    python -m batchlab.bench.paged gather
 """
 
 from __future__ import annotations
@@ -134,9 +138,37 @@ def prefix_markdown(model_name: str, rows: int, system: int, gen: int, seed: int
     return "\n".join(lines)
 
 
+def gather_markdown(heads: int = 4, dim: int = 64, repeats: int = 40) -> str:
+    from batchlab.engine.caches.kv import BatchKV
+    from batchlab.engine.paths.paged.cache import PagedKV
+    from batchlab.engine.paths.paged.pool import LayerPool
+
+    lines = [f"One layer's decode step (update_and_fetch of one token per row, then eval), "
+             f"{heads} KV heads of {dim}, bf16; median of {repeats} after a warm-up, µs.", "",
+             "| B | width | l1 (BatchKV) | paged (gather) | paged / l1 |",
+             "| ---: | ---: | ---: | ---: | ---: |"]
+    for B, width in ((1, 128), (8, 128), (8, 512), (32, 512)):
+        got = {}
+        for name in ("l1", "paged"):
+            cache = (BatchKV([0] * B) if name == "l1"
+                     else PagedKV([0] * B, LayerPool(BlockManager(16))))
+            k = mx.random.normal((B, heads, width, dim)).astype(mx.bfloat16)
+            mx.eval(cache.update_and_fetch(k, k))
+            one = mx.random.normal((B, heads, 1, dim)).astype(mx.bfloat16)
+            times = []
+            for _ in range(repeats + 5):
+                start = time.perf_counter()
+                mx.eval(*cache.update_and_fetch(one, one))
+                times.append(time.perf_counter() - start)
+            got[name] = 1e6 * statistics.median(times[5:])
+        lines.append(f"| {B} | {width} | {got['l1']:.0f} | {got['paged']:.0f} | "
+                     f"{got['paged'] / got['l1']:.1f}x |")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(prog="python -m batchlab.bench.paged")
-    p.add_argument("table", choices=["density", "prefix"])
+    p.add_argument("table", choices=["density", "prefix", "gather"])
     p.add_argument("--budget", type=int, default=16384, help="KV token slots per layer")
     p.add_argument("--gen", type=int, default=None, help="generated tokens per row")
     p.add_argument("--trials", type=int, default=20)
@@ -146,7 +178,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--system", type=int, default=256)
     p.add_argument("--seed", type=int, default=0)
     a = p.parse_args(argv)
-    if a.table == "density":
+    if a.table == "gather":
+        print(gather_markdown())
+    elif a.table == "density":
         print(density_markdown(a.budget, 128 if a.gen is None else a.gen, a.trials,
                                a.block_size, a.seed))
     else:
