@@ -15,6 +15,7 @@ import numpy as np
 
 from batchlab.engine.paths.paged.block_manager import BlockManager
 
+
 class LayerPool:
     def __init__(self, manager: BlockManager):
         self.manager = manager
