@@ -13,6 +13,7 @@ caches, what it refuses); this module says how the matrix judges what it ran:
                 + batch-oracle      bit-exact where the backend makes it equal, else
                                     SECOND_KL_GATE (greedy rows, steps aside: second judge)
     l1-solo     solo                FAIL (the invariance gate's negative control)
+    paged       batch-oracle        FAIL (l1's layout gathered from KV blocks)
 
     batch-oracle      mlx-lm's BatchGenerator at the same B and schedule: goldens shared
                       by every path of a scenario (or the oracle live, ``--live``)
@@ -99,6 +100,7 @@ _BY_PATH = {
     "invariant-blocked": Judging(path="invariant-blocked", reference=Reference.SOLO,
                                  second=Reference.BATCH_ORACLE),
     "l1-solo": Judging(path="l1-solo", reference=Reference.SOLO),
+    "paged": Judging(path="paged", reference=Reference.BATCH_ORACLE),
 }
 
 

@@ -22,6 +22,7 @@ from batchlab.selftest import (
     history_bugs,
     invariant_bugs,
     model_bugs,
+    paged_bugs,
     quantized_bugs,
     regime2_bugs,
     regime_bugs,
@@ -339,6 +340,26 @@ CATALOG: tuple[SeededBug, ...] = (
          invariant_bugs.window_one_key_short,
          "rule: a sliding window reads the model's window, alone as in a batch; the same "
          "in every row, so only the second judge (the batch oracle's golden) sees it"),
+    # -- the paged path's block manager (issue 27)
+    _bug("paged-freed-block-still-in-table",
+         "paged/llama/B8/ragged/static/ctx-wrap,paged/qwen3/B3/ragged/join-evict/ctx-wrap",
+         paged_bugs.freed_block_still_in_table,
+         "rule: a block given back to the free list leaves every table (nano-vllm's "
+         "deallocate clears the table); a freed block still referenced is read and "
+         "written by two rows"),
+    _bug("paged-hash-without-parent", "paged/llama/*/prefix-share/*",
+         paged_bugs.hash_without_parent,
+         "rule: a block's hash chains its parent's (vLLM, nano-vllm): equal ids after "
+         "different prefixes are different keys"),
+    _bug("paged-block-boundary-off-by-one",
+         "paged/llama/B3/ragged/static/ctx-wrap,paged/qwen3/B3/ragged/static/ctx-wrap",
+         paged_bugs.block_boundary_off_by_one,
+         "rule: token p sits in block p // block_size at slot p % block_size; the "
+         "boundary is where paged KV ports slip"),
+    _bug("paged-stale-hash-on-reuse", "paged/llama/*/prefix-lru/*,paged/qwen3/*/prefix-lru/*",
+         paged_bugs.stale_hash_on_reuse,
+         "rule: a cached free block handed out again is rewritten, so its hash must go "
+         "(nano-vllm's _allocate_block resets it)"),
 )
 # fmt: on
 

@@ -44,7 +44,7 @@ IDLE_WAIT_S = 0.05  # how long an idle engine sleeps before looking at its inbox
 # /health says "degraded" (503) this long after a fault: a probe notices a server whose
 # every request crashes, and one fault long ago does not keep it out of rotation
 DEGRADED_FOR_S = 60.0
-log = logging.getLogger("batchlab.serve.engine")
+log = logging.getLogger("batchlab.serve.engine_thread")
 
 __all__ = ["Done", "EngineStats", "EngineUnavailable", "Job", "ServeEngine", "Token"]
 

@@ -13,7 +13,7 @@ import mlx.core as mx
 from batchlab.engine.core.processors import ProcessorParams
 from batchlab.engine.core.sampler import RowSampler, SamplingParams
 
-log = logging.getLogger("batchlab.serve.engine")
+log = logging.getLogger("batchlab.serve.engine_thread")
 
 
 @dataclass(frozen=True, slots=True)

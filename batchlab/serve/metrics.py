@@ -18,6 +18,8 @@ from prometheus_client import (
     generate_latest,
 )
 
+from batchlab.serve.paged_stats import BlockGauges
+
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 
 
@@ -67,6 +69,7 @@ class ServeMetrics:
         self.itl = Histogram("batchlab_inter_token_latency_seconds",
                              "gap between a choice's tokens", buckets=LATENCY_BUCKETS,
                              registry=r)
+        self.blocks = BlockGauges(r)  # the paged path's; zero on other paths
         self._last = (time.monotonic(), 0)
         self._counted: dict[str, int] = {}  # each counter's engine total at the last scrape
 
@@ -83,6 +86,7 @@ class ServeMetrics:
         self.crashes.set(s.crashes)
         self.cache_entries.set(s.prompt_cache_entries)
         self.cache_bytes.set(s.prompt_cache_bytes)
+        self.blocks.update(s.blocks)
         for name, counter, total in (
                 ("hits", self.cache_hits, s.prompt_cache_hits),
                 ("misses", self.cache_misses, s.prompt_cache_misses),

@@ -36,3 +36,4 @@ class EngineStats:
     prompt_cache_bytes: int  # held apart from the batch: not in projected_kv_bytes
     prompt_cache_max_entries: int
     prompt_cache_max_bytes: int | None
+    blocks: dict | None = None  # the paged path's block counts (serve/paged_stats.py)

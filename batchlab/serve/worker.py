@@ -40,10 +40,11 @@ from batchlab.engine.core.scheduler import Scheduler, engine_stream
 from batchlab.serve import admission
 from batchlab.serve.budget import RowCost
 from batchlab.serve.job import Done, GuardedSampler, Job, Token
+from batchlab.serve.paged_stats import block_stats
 from batchlab.serve.prompt_cache import PromptCache
 from batchlab.serve.stats import EngineStats
 
-log = logging.getLogger("batchlab.serve.engine")
+log = logging.getLogger("batchlab.serve.engine_thread")
 
 
 class EngineWorker:
@@ -167,7 +168,8 @@ class EngineWorker:
             prompt_tokens=self.prompt_tokens, cached_prompt_tokens=cache.cached_tokens,
             prompt_cache_hits=cache.hits, prompt_cache_misses=cache.misses,
             prompt_cache_entries=cache.entries, prompt_cache_bytes=cache.nbytes,
-            prompt_cache_max_entries=cache.max_entries, prompt_cache_max_bytes=cache.max_bytes)
+            prompt_cache_max_entries=cache.max_entries, prompt_cache_max_bytes=cache.max_bytes,
+            blocks=block_stats(self.scheduler))
 
     # -- the rows -----------------------------------------------------------------------
 

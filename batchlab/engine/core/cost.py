@@ -26,15 +26,21 @@ class RowCost:
     per_token: int  # bytes per token, full-attention layers
     window_per_token: tuple[tuple[int, int], ...]  # (window, bytes per token) per ring layer
     fixed: int  # bytes per row whatever its length (state layers)
+    block_size: int | None = None  # paged caches: a row holds whole blocks, unpadded
 
     def row_bytes(self, tokens: int) -> int:
         ring = sum(min(window, tokens) * cost for window, cost in self.window_per_token)
         return self.fixed + self.per_token * tokens + ring
 
     def batch_bytes(self, lengths: list[int]) -> int:
-        """The KV bytes of a batch whose rows reach ``lengths`` tokens (left-padded)."""
+        """The KV bytes of a batch whose rows reach ``lengths`` tokens: left-padded to
+        the longest, or, paged, each row in its own whole blocks (shared prefix blocks
+        counted once per row: an upper bound)."""
         if not lengths:
             return 0
+        bs = self.block_size
+        if bs:
+            return sum(self.row_bytes(n) + self.per_token * (-n % bs) for n in lengths)
         return len(lengths) * self.row_bytes(max(lengths))
 
 
@@ -52,4 +58,5 @@ def measure_row_cost(model: nn.Module, caches_factory) -> RowCost:
             rings.append((cache.max_size, cost))
         else:
             per_token += cost
-    return RowCost(per_token=per_token, window_per_token=tuple(rings), fixed=fixed)
+    return RowCost(per_token=per_token, window_per_token=tuple(rings), fixed=fixed,
+                   block_size=getattr(caches_factory, "block_size", None))

@@ -11,6 +11,7 @@
     invariant every row equal to itself run alone on this path, at any B and schedule
     invariant-blocked  the same with its GPU measures on every backend (8-row GEMMs)
     l1-solo   l1 under another name: the invariance gate's negative control
+    paged     l1's schedule and layout over KV blocks with prefix sharing; bit-exact
 
 A new path is one entry in ``PATHS``: its scheduler and what it refuses. The matrix
 runner, the server and the bench all resolve names here (``resolve_path``), and the bench
@@ -29,6 +30,7 @@ from batchlab.engine.core.scheduler import Scheduler
 from batchlab.engine.paths.compiled import CompiledScheduler, unsupported_reason
 from batchlab.engine.paths.fast import FastScheduler
 from batchlab.engine.paths.invariant.path import BlockedInvariantScheduler, InvariantScheduler
+from batchlab.engine.paths.paged.path import PagedScheduler
 from batchlab.engine.paths.quantized.path import KVScheme, refuses_quantized, scheduler_for
 
 
@@ -77,6 +79,7 @@ PATHS = {
     # the invariance gate's negative control: l1 under the solo judge, which it must fail
     # on a GPU (matrices/invariant-control.toml)
     "l1-solo": EnginePath(name="l1-solo", scheduler=Scheduler),
+    "paged": EnginePath(name="paged", scheduler=PagedScheduler),
 }
 
 

@@ -1,0 +1,1 @@
+"""The paged path: KV in fixed-size blocks per layer, per-row block tables, prefix sharing."""
