@@ -1,3 +1,6 @@
+# As run (call 2 of 3): the invariance step did not start (the matrix names the real
+# model, whose GGUF the machine cannot fetch) and both benches hit their timeouts at
+# B=256; s4b-issue28.sh is the follow-up call. See reports/bench/cuda-sm90/issue28-e6be8c1/.
 # Issue 28 on the H200, the main call (after the staging call that copies .gpu-stage/a):
 # the CUDA l1 parity slice and the invariance gate (the engine was just restructured,
 # and the invariant path now prefills many prompts at once), then the issue's table
