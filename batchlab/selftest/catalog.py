@@ -292,6 +292,11 @@ CATALOG: tuple[SeededBug, ...] = (
          "rule: a joiner's SSM state travels with it into the running batch (extend); "
          "alone it is never appended, so the solo gate sees the loss",
          matrix=INVARIANT_MATRIX),
+    _bug("invariant-prefill-reads-right-padding",
+         "invariant-blocked/llama/B8/ragged/static/ctx-short/steps6",
+         invariant_bugs.prefill_reads_right_padding,
+         "rule: the batched prefill's attention runs over exactly each row's keys "
+         "(issue 28); seen when its spans were written: max |d logprob| 4.28"),
 )
 # fmt: on
 
