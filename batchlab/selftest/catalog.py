@@ -360,6 +360,11 @@ CATALOG: tuple[SeededBug, ...] = (
          paged_bugs.stale_hash_on_reuse,
          "rule: a cached free block handed out again is rewritten, so its hash must go "
          "(nano-vllm's _allocate_block resets it)"),
+    _bug("invariant-prefill-reads-right-padding",
+         "invariant-blocked/llama/B8/ragged/static/ctx-short/steps6",
+         invariant_bugs.prefill_reads_right_padding,
+         "rule: the batched prefill's attention runs over exactly each row's keys "
+         "(issue 28); seen when its spans were written: max |d logprob| 4.28"),
 )
 # fmt: on
 

@@ -72,3 +72,14 @@ def window_one_key_short() -> list[Patch]:
         return clean(self, N, return_array, (window_size or self.max_size) - 1)
 
     return [Patch(owner=window.WindowKV, name="make_mask", value=make_mask)]
+def prefill_reads_right_padding() -> list[Patch]:
+    """The invariant path's batched prefill (issue 28) hands its attention each row's
+    keys up to the chunk's last column, the right padding included: a short prompt's
+    queries then attend to keys of padding tokens, which its prefill alone does not have."""
+    clean = original(invariant.RowKV, "prefill_spans")
+
+    def prefill_spans(self, n):
+        first, _, counts = clean(self, n)
+        return first, tuple(self._idx for _ in first), counts
+
+    return [Patch(owner=invariant.RowKV, name="prefill_spans", value=prefill_spans)]

@@ -258,10 +258,15 @@ def test_the_dispatch_sends_kv_shared_layers_to_the_caching_layers_rows(monkeypa
     assert calls == [("rows", "first"), ("rows", "first"), ("mlx-lm", "m"), ("mlx-lm", "m")]
 
 
-def test_gpu_mode_prefills_every_prompt_alone_and_a_burst_in_one_step(monkeypatch):
+@pytest.mark.parametrize(("model", "forwards", "joined"),
+                         [("gemma3", [1] * 5, 5), ("llama", [5], 0)])
+def test_gpu_mode_prefills_a_burst_in_one_step_together_or_each_prompt_alone(
+        monkeypatch, model, forwards, joined):
     """With its GPU measures on (row_block set), the path prefills each prompt in a
-    forward of its own (no neighbour's padding in it), and still admits, prefills and
-    joins a burst of prefill_batch_size prompts in one step."""
+    forward of its own where a neighbour's padding could reach it (gemma3's window:
+    admitted, prefilled and joined in one step), and the whole burst in one forward
+    where every layer is full attention (llama: attention over each row's own keys,
+    issue 28; l1's schedule, so the rows join in the next step)."""
     from batchlab.engine.core import scheduler as scheduler_module
     from batchlab.engine.core.batch import Request
     from batchlab.engine.paths.invariant.path import BlockedInvariantScheduler
@@ -271,11 +276,13 @@ def test_gpu_mode_prefills_every_prompt_alone_and_a_burst_in_one_step(monkeypatc
     monkeypatch.setattr(scheduler_module, "prefill",
                         lambda model, caches, chunks, step: rows.append(len(chunks))
                         or real(model, caches, chunks, step))
-    s = BlockedInvariantScheduler(load("llama").model)
+    s = BlockedInvariantScheduler(load(model).model)
     s.insert([Request(name=f"r{i}", prompt=tuple(range(1, 3 + 2 * i)), max_tokens=2)
               for i in range(5)])
     s.step()
-    assert rows == [1] * 5
+    assert rows == forwards
+    assert len(s.decode) == joined
+    s.step()
     assert len(s.decode) == 5
 
 

@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import queue
 
-from batchlab.serve.engine_thread import Done, ServeEngine, Token
-
 from batchlab.engine.core.sampler import GREEDY
 from batchlab.engine.paths.paged.path import PagedScheduler
 from batchlab.serve.budget import measure_row_cost
+from batchlab.serve.engine_thread import Done, ServeEngine, Token
 from batchlab.zoo import load
 
 SYSTEM = [(7 * i) % 250 + 3 for i in range(40)]  # 2 full blocks of 16, then 8 ids

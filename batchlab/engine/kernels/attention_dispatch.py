@@ -5,7 +5,9 @@ picks the quantized or the fused kernel by ``hasattr(cache, "bits")``. Two paths
 another computation than that helper's on some backends:
 
 - the invariant path's decode attention over exactly each row's keys, for caches that
-  ``attends_rows`` (``row_attention.py``);
+  ``attends_rows`` (``row_attention.py``), and its prefill attention over each row's own
+  keys, for caches that ``prefills_rows`` (``row_prefill.py``: many prompts in one
+  forward, each with the bits of its prefill alone);
 - quantized KV on CUDA, where mlx-lm's quantized attention has no kernel (its
   ``quantized_matmul`` calls are refused there: ``quantized_attention.py``).
 
@@ -26,6 +28,7 @@ import mlx.core as mx
 from batchlab.backend import on_cuda
 from batchlab.engine.kernels.quantized_attention import quantized_attention
 from batchlab.engine.kernels.row_attention import row_attention
+from batchlab.engine.kernels.row_prefill import row_prefill_attention
 
 # id(keys) -> (keys, the cache that served them), newest last. Bounded: a KV-shared layer
 # reads keys served earlier in the same forward, so only the last forward's entries (one
@@ -58,6 +61,12 @@ def make_dispatch(original):
             if cache is not None:
                 _remember(keys, cache)
             return row_attention(queries, keys, values, owner.first_keys(), scale, sinks)
+        if queries.shape[2] > 1 and getattr(owner, "prefills_rows", False):
+            if cache is not None:
+                _remember(keys, cache)
+            first, ends, counts = owner.prefill_spans(queries.shape[2])
+            return row_prefill_attention(queries, keys, values, first, ends, counts, scale,
+                                         sinks)
         if hasattr(owner, "bits") and on_cuda():  # not gated: gpu only
             return quantized_attention(queries, keys, values, scale, mask, owner.group_size,
                                        owner.bits, sinks)

@@ -18,9 +18,12 @@ evictions); what a row's bits could depend on is removed, per source
 On a GPU (and on every backend with ``row_block`` set: ``invariant-blocked``, the CPU
 gate of this code) the kernels themselves depend on the batch, so there also:
 
-- every prompt is prefilled alone (a prompt batch of one row, several per step): its
-  attention, SSM scan and expert sort see the shapes of its run alone, with no
-  neighbour's padding;
+- prompts of models whose every layer is full attention are prefilled together, l1's
+  right-padded prompt batch, with attention over each row's own keys
+  (``row_prefill.py``) and row-blocked GEMMs: each row computes what it computes alone;
+- on every other model (sliding windows, SSM or conv state) every prompt is prefilled
+  alone (a prompt batch of one row, several per step): its attention, SSM scan and
+  expert sort see the shapes of its run alone, with no neighbour's padding;
 - decode attention runs over exactly each row's keys (``row_attention.py``: a custom
   CUDA kernel; per-row fused calls elsewhere);
 - MoE experts never sort their tokens and depthwise convolutions sum their taps
@@ -62,18 +65,38 @@ def default_row_block() -> int | None:
 
 
 class RowKV(BatchKV):
-    """BatchKV whose decode attention runs by rows (``row_attention.py``)."""
+    """BatchKV whose decode attention runs by rows (``row_attention.py``) and whose
+    prefill attention runs over each row's own keys (``row_prefill.py``)."""
 
     attends_rows = True
+    prefills_rows = True
 
     def first_keys(self) -> mx.array:
         return self.left_padding
+
+    def prefill_spans(self, n: int) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
+        """After a chunk of ``n`` columns was written (right-padded rows): each row's first
+        key column (its left padding), one past its last real key, and its real queries.
+        E.g. chunks ``[5 6]`` and ``[7 _]`` into an empty cache: (0, 0), (2, 1), (2, 1)."""
+        pad = self._right_padding  # None: no row of this chunk is padded
+        right = [0] * len(self.left_padding_host) if pad is None else pad.tolist()
+        first = tuple(int(x) for x in self.left_padding_host.tolist())
+        return (first, tuple(self._idx - r for r in right), tuple(n - r for r in right))
 
 
 class RowWindowKV(WindowKV):
     """WindowKV whose decode attention runs by rows (``row_attention.py``)."""
 
     attends_rows = True
+
+
+def prefills_together(model: nn.Module, caches: BatchCaches) -> bool:
+    """Whether every layer of ``model`` gets a ``RowKV`` (full attention): then a prompt
+    batch's attention runs over each row's own keys and its GEMMs by fixed row blocks,
+    and nothing else in the forward mixes rows (a ring, SSM or conv state would see a
+    neighbour's padding, so those models prefill each prompt alone)."""
+    probe = caches.fresh(model, 1)
+    return bool(probe) and all(type(c) is RowKV for c in probe)
 
 
 class InvariantScheduler(Scheduler):
@@ -89,13 +112,15 @@ class InvariantScheduler(Scheduler):
                  sampling: SamplingParams = GREEDY, row_sampler: type | None = None):
         rows = default_row_block() if self.row_block is None else self.row_block
         if rows:
-            # A prompt is prefilled alone (the shapes of its run alone: no padding in its
-            # attention, SSM scan or expert sort), decode attention runs by rows, and MoE
-            # experts and convolutions by token (invariant_modules.py).
+            # Decode attention runs by rows, MoE experts and convolutions by token
+            # (invariant_modules.py). Prompts are prefilled together where every layer's
+            # prefill attention can run over each row's own keys (RowKV), else alone (the
+            # shapes of its run alone: no padding in its attention, SSM scan or expert sort).
             model = blocked_model(model, rows, invariant_modules=True)
-            self.prompts_per_step = config.prefill_batch_size
-            config = dataclasses.replace(config, prefill_batch_size=1)
             self.caches = BatchCaches(kv_class=RowKV, ring_class=RowWindowKV)
+            if not prefills_together(model, self.caches):
+                self.prompts_per_step = config.prefill_batch_size
+                config = dataclasses.replace(config, prefill_batch_size=1)
             install_dispatch()
         super().__init__(model, config, sampling, row_sampler)
         self.rows_per_gemm = rows
