@@ -84,9 +84,10 @@ def merge(parts: list[dict]) -> dict:
     return {"cells": cells, "lines": lines, "unmapped": sorted(unmapped)}
 
 
-def unit_map(coverage_files: list[str], root: str) -> dict[str, dict[str, list[str]]]:
+def unit_map(coverage_files: list[str], root: str,
+             passed: set[str] | None = None) -> dict[str, dict[str, list[str]]]:
     """The unit tests' map from coverage runs under gate/unit_contexts.py: engine file
-    -> line -> the test node ids that ran it."""
+    -> line -> the test node ids that ran it (only those in ``passed``, when given)."""
     import coverage
 
     data = coverage.CoverageData(no_disk=True)
@@ -101,7 +102,7 @@ def unit_map(coverage_files: list[str], root: str) -> dict[str, dict[str, list[s
             continue
         rel = str(path.relative_to(Path(root).resolve()))
         by_line = data.contexts_by_lineno(measured)
-        lines[rel] = {str(n): sorted({c.split("|")[0] for c in ctx if c})
+        lines[rel] = {str(n): sorted({c for c in ctx if c and (passed is None or c in passed)})
                       for n, ctx in by_line.items()}
     return lines
 
@@ -120,13 +121,19 @@ def main() -> None:
     p.add_argument("--merge", nargs="*", help="join these shard maps into --out instead")
     p.add_argument("--unit-coverage", nargs="*", default=[],
                    help="with --merge: coverage data files of the unit tests to add")
+    p.add_argument("--unit-passed", help="with --merge: the node ids of the unit tests that "
+                   "passed on the clean engine; the others kill nothing")
     p.add_argument("--out", required=True)
     a = p.parse_args(sys.argv[1:])
     if a.merge is not None:
         found = merge([json.loads(Path(f).read_text()) for f in a.merge])
         present = [f for f in a.unit_coverage if Path(f).exists()]
         if present:
-            found["unit"] = unit_map(present, str(PROJECT_ROOT))
+            passed = None
+            if a.unit_passed:
+                passed = set(Path(a.unit_passed).read_text().split()) \
+                    if Path(a.unit_passed).exists() else set()
+            found["unit"] = unit_map(present, str(PROJECT_ROOT), passed)
         Path(a.out).write_text(json.dumps(found, sort_keys=True))
         return
     index, count = (int(x) for x in a.shard.split("/"))
