@@ -22,6 +22,7 @@ from batchlab.selftest import (
     history_bugs,
     invariant_bugs,
     model_bugs,
+    mutation_bugs,
     quantized_bugs,
     regime_bugs,
     schedule_bugs,
@@ -292,6 +293,15 @@ CATALOG: tuple[SeededBug, ...] = (
          "rule: a joiner's SSM state travels with it into the running batch (extend); "
          "alone it is never appended, so the solo gate sees the loss",
          matrix=INVARIANT_MATRIX),
+    # -- found by mutation testing, round 2 (docs/mutation.md)
+    _bug("invariant-queued-row-batch-sampler",
+         "invariant/llama/B4/ragged/join-evict/ctx-short/rs-*,"
+         "invariant/gemma3/B4/ragged/join-evict/ctx-short/rs-*,"
+         "invariant/mamba2/B4/ragged/join-evict/ctx-short/rs-*",
+         mutation_bugs.queued_row_batch_sampler,
+         "rule: the invariant path draws each row from its own key (RowSampler); "
+         "mutant scheduler insert__mutmut_9 survived the campaign's budget "
+         "(reports/mutation/2026-12-01-r2)"),
 )
 # fmt: on
 
