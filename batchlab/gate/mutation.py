@@ -46,9 +46,10 @@ class Outcome:
 def outcomes(campaign: Path) -> dict[str, Outcome]:
     """Every engine mutant mutmut generated in ``campaign``, run or not."""
     found = {}
-    for meta in sorted((campaign / "mutants" / ENGINE_META).glob("*.py.meta")):
+    # the engine is in rooms (core/, caches/, kernels/, paths/...): every folder's metas
+    for meta in sorted((campaign / "mutants" / ENGINE_META).rglob("*.py.meta")):
         codes = json.loads(meta.read_text())["exit_code_by_key"]
-        file = str(ENGINE_META / meta.name.removesuffix(".meta"))
+        file = str(meta.relative_to(campaign / "mutants")).removesuffix(".meta")
         for name, code in codes.items():
             found[name] = Outcome(name=name, file=file, status=status_of(code))
     if not found:

@@ -13,6 +13,7 @@ def _campaign(tmp_path, files: dict[str, dict[str, int | None]]):
     engine = tmp_path / "mutants" / "batchlab" / "engine"
     engine.mkdir(parents=True)
     for name, codes in files.items():
+        (engine / f"{name}.meta").parent.mkdir(parents=True, exist_ok=True)
         (engine / f"{name}.meta").write_text(json.dumps({"exit_code_by_key": codes}))
     return tmp_path
 
@@ -22,8 +23,9 @@ def _names(module: str, n: int) -> list[str]:
 
 
 def test_the_sample_takes_every_nth_mutant_of_each_file_in_name_order(tmp_path):
-    kv, mask = _names("kv", 12), _names("mask", 4)
-    root = _campaign(tmp_path, {"kv.py": dict.fromkeys(kv), "mask.py": dict.fromkeys(mask)})
+    kv, mask = _names("caches.kv", 12), _names("caches.mask", 4)
+    root = _campaign(tmp_path, {"caches/kv.py": dict.fromkeys(kv),
+                                "caches/mask.py": dict.fromkeys(mask)})
     # a function's mutants by number: _9 before _10
     assert sample(root, 5) == ["batchlab.engine.caches.kv.f__mutmut_1", "batchlab.engine.caches.kv.f__mutmut_6",
                                "batchlab.engine.caches.kv.f__mutmut_11",
@@ -36,7 +38,7 @@ def test_the_sample_takes_every_nth_mutant_of_each_file_in_name_order(tmp_path):
 def test_the_score_counts_killed_and_timeouts_over_the_judged_mutants(tmp_path):
     codes = {"batchlab.engine.caches.kv.a": 1, "batchlab.engine.caches.kv.b": 0, "batchlab.engine.caches.kv.c": 36,
              "batchlab.engine.caches.kv.d": 33, "batchlab.engine.caches.kv.e": None, "batchlab.engine.caches.kv.f": 3}
-    root = _campaign(tmp_path, {"kv.py": codes})
+    root = _campaign(tmp_path, {"caches/kv.py": codes})
     result = campaign(root, sorted(codes))
     assert dict(result.counts) == {"killed": 2, "survived": 1, "timeout": 1, "no tests": 1,
                                    "not checked": 1}
@@ -49,7 +51,7 @@ def test_the_score_counts_killed_and_timeouts_over_the_judged_mutants(tmp_path):
 
 def test_the_report_shows_each_survivor_with_its_diff_and_verdict(tmp_path):
     codes = {"batchlab.engine.caches.kv.a": 1, "batchlab.engine.caches.kv.b": 0, "batchlab.engine.caches.kv.c": 0}
-    root = _campaign(tmp_path, {"kv.py": codes})
+    root = _campaign(tmp_path, {"caches/kv.py": codes})
     result = campaign(root, sorted(codes))
     verdicts_file = tmp_path / "verdicts.toml"
     verdicts_file.write_text('[verdicts]\n"batchlab.engine.caches.kv.b" = "equivalent: same bits"\n')
