@@ -46,6 +46,7 @@ class Outcome:
 def outcomes(campaign: Path) -> dict[str, Outcome]:
     """Every engine mutant mutmut generated in ``campaign``, run or not."""
     found = {}
+    # the engine is in rooms (core/, caches/, kernels/, paths/...): every folder's metas
     for meta in sorted((campaign / "mutants" / ENGINE_META).rglob("*.py.meta")):
         codes = json.loads(meta.read_text())["exit_code_by_key"]
         file = str(meta.relative_to(campaign / "mutants")).removesuffix(".meta")

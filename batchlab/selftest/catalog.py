@@ -22,6 +22,7 @@ from batchlab.selftest import (
     history_bugs,
     invariant_bugs,
     model_bugs,
+    mutation_bugs,
     paged_bugs,
     quantized_bugs,
     regime2_bugs,
@@ -365,6 +366,15 @@ CATALOG: tuple[SeededBug, ...] = (
          invariant_bugs.prefill_reads_right_padding,
          "rule: the batched prefill's attention runs over exactly each row's keys "
          "(issue 28); seen when its spans were written: max |d logprob| 4.28"),
+    # -- found by mutation testing, round 2 (docs/mutation.md)
+    _bug("invariant-queued-row-batch-sampler",
+         "invariant/llama/B4/ragged/join-evict/ctx-short/rs-*,"
+         "invariant/gemma3/B4/ragged/join-evict/ctx-short/rs-*,"
+         "invariant/mamba2/B4/ragged/join-evict/ctx-short/rs-*",
+         mutation_bugs.queued_row_batch_sampler,
+         "rule: the invariant path draws each row from its own key (RowSampler); "
+         "mutant scheduler insert__mutmut_9 survived the campaign's budget "
+         "(reports/mutation/2026-12-01-r2)"),
 )
 # fmt: on
 

@@ -13,7 +13,7 @@ def _campaign(tmp_path, files: dict[str, dict[str, int | None]]):
     engine = tmp_path / "mutants" / "batchlab" / "engine"
     engine.mkdir(parents=True)
     for name, codes in files.items():
-        (engine / name).parent.mkdir(parents=True, exist_ok=True)
+        (engine / f"{name}.meta").parent.mkdir(parents=True, exist_ok=True)
         (engine / f"{name}.meta").write_text(json.dumps({"exit_code_by_key": codes}))
     return tmp_path
 
@@ -24,7 +24,8 @@ def _names(module: str, n: int) -> list[str]:
 
 def test_the_sample_takes_every_nth_mutant_of_each_file_in_name_order(tmp_path):
     kv, mask = _names("caches.kv", 12), _names("caches.mask", 4)
-    root = _campaign(tmp_path, {"caches/kv.py": dict.fromkeys(kv), "caches/mask.py": dict.fromkeys(mask)})
+    root = _campaign(tmp_path, {"caches/kv.py": dict.fromkeys(kv),
+                                "caches/mask.py": dict.fromkeys(mask)})
     # a function's mutants by number: _9 before _10
     assert sample(root, 5) == ["batchlab.engine.caches.kv.f__mutmut_1",
                                "batchlab.engine.caches.kv.f__mutmut_6",

@@ -50,7 +50,7 @@ def _prefill_source() -> str:
         ("const int width = k_shape[2];\n", ""),
     ]
     for old, new in swaps:
-        if old not in src:  # not gated: a guard on the decode kernel's text
+        if old not in src:  # not gated: gpu only (a guard on the decode kernel's text)
             raise RuntimeError(f"row_prefill: the decode kernel no longer has {old!r}")
         src = src.replace(old, new)
     return src

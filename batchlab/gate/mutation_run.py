@@ -1,0 +1,249 @@
+"""Run a sample of mutants against the default matrix's cells, then the unit tests.
+
+The killers of one mutant are the cells that ran one of its changed lines on the clean
+engine (gate/mutation_map.py); a cell that never runs the line computes what the clean
+engine computes. They run in fail-fast order (gate/killers.py's cell ranks, then the
+cheapest first). A mutant is **killed** by the matrix when some cell ends with another
+status than it had on the clean engine (PASS, or the pinned ORACLE-BUG / UNSUPPORTED it
+always has), crashes, or runs past its timeout (20x its clean time, at least 10 s);
+**survived** when every killer kept its clean status; **no cells** when no cell runs
+the changed lines (the matrix cannot kill it; it counts as survived in the score);
+**capped** when its killers outlast the per-mutant budget (the cells left unrun are
+counted, and the campaign reports the mutant apart: not a kill, not a survival).
+
+Every mutant the matrix did not kill then meets the unit tests (``--unit`` files, pytest
+``-x``) for the second figure, "matrix + unit tests".
+
+Processes: one server imports MLX, the mutants tree and the matrix, and computes nothing;
+each mutant runs in a child forked from it (MLX does not survive a fork once it has
+computed: docs/mutation.md), with ``MUTANT_UNDER_TEST`` naming the mutant (mutmut 3's
+trampolines read it per call; gate/mutation_shim.py stands in for mutmut where it is not
+installed). Results stream to a JSONL file, one line a job, so a campaign cut short by
+its deadline still leaves every finished mutant on disk.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+CELL_TIMEOUT_FLOOR = 10.0  # seconds: a cell this slow under a mutant is a hang
+CELL_TIMEOUT_FACTOR = 20.0
+
+
+@dataclass(slots=True, kw_only=True)
+class Job:
+    name: str  # the mutant, mutmut's name
+    kind: str  # "matrix" or "unit"
+    cells: tuple[str, ...] = ()
+    started: float = 0.0
+    pid: int = 0
+    out: str = ""
+    extra: dict = field(default_factory=dict)
+
+
+def killer_cells(lines: list[tuple[str, int]], line_map: dict, clean: dict) -> list[str]:
+    """The cells that ran any of ``lines`` (file, line) on the clean engine, fail-fast first."""
+    from batchlab.gate.killers import rank
+
+    found: set[str] = set()
+    for file, n in lines:
+        found.update(line_map.get(file, {}).get(str(n), ()))
+    return sorted(found, key=lambda c: (rank("tests/parity/x[" + c + "]"),
+                                        clean.get(c, {}).get("seconds", 1.0), c))
+
+
+def unit_tests(lines: list[tuple[str, int]], unit_map: dict | None,
+               files: list[str]) -> list[str]:
+    """The unit tests that ran one of ``lines`` on the clean engine (pytest node ids, from
+    the map's pytest-cov contexts), limited to ``files``; all of ``files`` with no map."""
+    if unit_map is None:
+        return list(files)
+    found: set[str] = set()
+    for file, n in lines:
+        found.update(unit_map.get(file, {}).get(str(n), ()))
+    return sorted(t for t in found if t.startswith(tuple(files)))
+
+
+def _matrix_child(job: Job, cells_by_id: dict, clean: dict, ref, cap: float) -> dict:
+    from batchlab.matrix.evaluate import evaluate_cell
+
+    start = time.perf_counter()
+    run = 0
+    for cid in job.cells:
+        if time.perf_counter() - start > cap:
+            return {"status": "capped", "cells_run": run, "cells": len(job.cells)}
+        expected = clean[cid]["status"]
+        limit = max(CELL_TIMEOUT_FLOOR, CELL_TIMEOUT_FACTOR * clean[cid]["seconds"])
+        signal.setitimer(signal.ITIMER_REAL, limit)
+        try:
+            got = evaluate_cell(cells_by_id[cid], ref)
+            status, detail = str(got.status), got.detail
+        except TimeoutError:
+            status, detail = "TIMEOUT", f"past {limit:.0f} s"
+        except Exception as err:  # noqa: BLE001 - a crash under a mutant is a kill
+            status, detail = "CRASH", f"{type(err).__name__}: {err}"
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+        run += 1
+        if status != expected:
+            kind = "timeout" if status == "TIMEOUT" else "killed"
+            return {"status": kind, "cells_run": run, "cells": len(job.cells), "by": cid,
+                    "got": status, "expected": expected, "detail": str(detail)[:300]}
+    return {"status": "survived" if job.cells else "no cells", "cells_run": run,
+            "cells": len(job.cells)}
+
+
+def _unit_child(job: Job, unit_args: list[str]) -> dict:
+    import pytest
+
+    code = pytest.main([*unit_args, "-x", "-q", "--no-header", "-p", "no:cacheprovider",
+                        "-p", "no:randomly", "-p", "no:xdist"])
+    status = {0: "survived", 1: "killed", 5: "no tests"}.get(int(code), f"pytest exit {code}")
+    return {"status": status}
+
+
+def _alarm(signum, frame):
+    raise TimeoutError
+
+
+def run(plan: dict, line_map: dict, *, matrix: str, goldens: str, jobs: int, cap: float,
+        unit_cap: float, unit_args: list[str], deadline: float, out: Path) -> None:
+    """Run every mutant of ``plan`` (``{"mutants": [{"name", "lines": [[file, n], ...]}]}``)
+    until ``deadline`` (time.time()); one JSON line per finished job into ``out``."""
+    from batchlab.gate.mutation_shim import install
+
+    install()
+    import mlx.core  # noqa: F401 - imported (never used) before the fork: see the docstring
+
+    from batchlab.cells.spec import load_matrix
+    from batchlab.matrix.evaluate import Reference
+
+    clean = line_map["cells"]
+    cells_by_id = {c.id: c for c in load_matrix(Path(matrix)) if c.id in clean}
+    ref = Reference(matrix=matrix, goldens=Path(goldens))
+    queue = [Job(name=m["name"], kind="matrix",
+                 cells=tuple(killer_cells([tuple(x) for x in m["lines"]], line_map["lines"],
+                                          clean)),
+                 extra={"lines": [tuple(x) for x in m["lines"]]})
+             for m in plan["mutants"]]
+    unit_map = line_map.get("unit")
+    queue.reverse()  # pop() from the end: the plan's order
+    running: dict[int, Job] = {}
+    tmp = out.parent / (out.name + ".parts")
+    tmp.mkdir(parents=True, exist_ok=True)
+    with out.open("a") as sink:
+        while queue or running:
+            while queue and len(running) < jobs and time.time() < deadline:
+                job = queue.pop()
+                job.out = str(tmp / f"{len(running)}-{time.monotonic_ns()}.json")
+                job.started = time.time()
+                pid = os.fork()
+                if pid == 0:
+                    _child(job, cells_by_id, clean, ref, cap, unit_args)
+                job.pid = pid
+                running[pid] = job
+            if not running:
+                break
+            pid, status = os.waitpid(-1, os.WNOHANG)
+            if pid == 0:
+                _reap_overdue(running, cap, unit_cap, deadline)
+                time.sleep(0.02)
+                continue
+            job = running.pop(pid)
+            result = _collect(job, status)
+            sink.write(json.dumps(result) + "\n")
+            sink.flush()
+            if job.kind == "matrix" and result["status"] in ("survived", "no cells", "capped") \
+                    and unit_args:
+                tests = unit_tests(job.extra["lines"], unit_map, unit_args)
+                if tests:
+                    # behind the matrix jobs: the headline figure is the matrix's
+                    queue.insert(0, Job(name=job.name, kind="unit", cells=tuple(tests)))
+                else:
+                    sink.write(json.dumps({"name": job.name, "kind": "unit",
+                                           "status": "no unit tests"}) + "\n")
+        for job in queue:
+            sink.write(json.dumps({"name": job.name, "kind": job.kind,
+                                   "status": "not run (deadline)"}) + "\n")
+
+
+def _child(job: Job, cells_by_id, clean, ref, cap, unit_args) -> None:
+    code = 0
+    try:
+        quiet = os.open(os.devnull, os.O_WRONLY)  # pytest's and MLX's chatter stay out of the log
+        os.dup2(quiet, 1)
+        os.dup2(quiet, 2)
+        os.environ["MUTANT_UNDER_TEST"] = job.name
+        signal.signal(signal.SIGALRM, _alarm)
+        if job.kind == "matrix":
+            result = _matrix_child(job, cells_by_id, clean, ref, cap)
+        else:
+            result = _unit_child(job, list(job.cells))
+        Path(job.out).write_text(json.dumps(result))
+    except BaseException as err:  # noqa: BLE001 - the child must always exit, never return
+        Path(job.out).write_text(json.dumps({"status": "error",
+                                             "detail": f"{type(err).__name__}: {err}"}))
+        code = 3
+    finally:
+        sys.stdout.flush()
+        os._exit(code)
+
+
+def _reap_overdue(running: dict[int, Job], cap: float, unit_cap: float,
+                  deadline: float) -> None:
+    now = time.time()
+    for pid, job in running.items():
+        limit = job.started + (cap + 60 if job.kind == "matrix" else unit_cap)
+        if now > limit or now > deadline + 5:
+            job.extra["killed_by_parent"] = "deadline" if now > deadline + 5 else "overdue"
+            with contextlib.suppress(ProcessLookupError):  # it ended meanwhile
+                os.kill(pid, signal.SIGKILL)
+
+
+def _collect(job: Job, status: int) -> dict:
+    base = {"name": job.name, "kind": job.kind, "seconds": round(time.time() - job.started, 2)}
+    path = Path(job.out)
+    if path.exists():
+        base.update(json.loads(path.read_text()))
+        path.unlink()
+        return base
+    why = job.extra.get("killed_by_parent")
+    if why == "deadline":
+        base["status"] = "not finished (deadline)"
+    elif why == "overdue":
+        base["status"] = "timeout" if job.kind == "matrix" else "capped"
+    elif os.WIFSIGNALED(status):
+        base["status"] = "segfault"
+        base["detail"] = f"signal {os.WTERMSIG(status)}"
+    else:
+        base["status"] = "error"
+        base["detail"] = f"exit {os.WEXITSTATUS(status)} with no result"
+    return base
+
+
+def main() -> None:
+    import argparse
+
+    p = argparse.ArgumentParser(prog="mutation_run")
+    p.add_argument("--plan", required=True)
+    p.add_argument("--map", required=True)
+    p.add_argument("--matrix", default="matrices/default.toml")
+    p.add_argument("--goldens", default="goldens")
+    p.add_argument("--jobs", type=int, default=14)
+    p.add_argument("--cap", type=float, default=25.0, help="seconds of cells per mutant")
+    p.add_argument("--unit-cap", type=float, default=60.0)
+    p.add_argument("--unit", action="append", default=[],
+                   help="a unit test file or node id the survivors meet (repeatable)")
+    p.add_argument("--seconds", type=float, required=True, help="stop starting jobs after")
+    p.add_argument("--out", required=True)
+    a = p.parse_args(sys.argv[1:])
+    run(json.loads(Path(a.plan).read_text()), json.loads(Path(a.map).read_text()),
+        matrix=a.matrix, goldens=a.goldens, jobs=a.jobs, cap=a.cap, unit_cap=a.unit_cap,
+        unit_args=a.unit, deadline=time.time() + a.seconds, out=Path(a.out))
