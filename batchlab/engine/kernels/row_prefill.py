@@ -93,7 +93,7 @@ def row_prefill_attention(queries: mx.array, keys: mx.array, values: mx.array,
     outs = []
     for b in range(queries.shape[0]):
         c = counts[b]
-        if c == 0:  # not gated: a row with nothing left to prefill waits for its join
+        if c == 0:  # not gated: mid-prefill (a row with nothing left waits for its join)
             outs.append(mx.zeros((1, *queries.shape[1:3], values.shape[-1]), queries.dtype))
             continue
         out = mx.fast.scaled_dot_product_attention(
