@@ -83,7 +83,7 @@ def subject_for(spec: str, timeout: float | None = None) -> Subject:
         raise ValueError(f"--engine {spec!r}: cannot import {rest} from {kind}: {err}") from None
     subject = factory()
     missing = [m for m in (*_METHODS, "name", "capabilities", "num_active")
-               if not hasattr(subject, m)]
+               if not hasattr(type(subject), m) and not hasattr(subject, m)]
     if missing:
         raise ValueError(f"--engine {spec!r}: {kind}.{rest}() returned a "
                          f"{type(subject).__name__} without {', '.join(missing)}; a subject "

@@ -82,7 +82,7 @@ class BatchlabSubject:
 
     @property
     def num_active(self) -> int:
-        return self.scheduler.num_active
+        return 0 if self.scheduler is None else self.scheduler.num_active
 
     def close(self) -> None:
         self.scheduler = None

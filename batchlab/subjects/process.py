@@ -31,7 +31,8 @@ from batchlab.engine.paths.registry import Unsupported
 from batchlab.subjects.protocol import Capabilities, Emission, RowRequest, Setup, SubjectError
 from batchlab.subjects.wire import PROTOCOL, logprobs_of, row_dict, setup_dict
 
-DEFAULT_TIMEOUT = 120.0  # seconds for one answer (a model load or a long prefill included)
+DEFAULT_TIMEOUT = 120.0  # seconds for one answer (a long prefill included)
+START_TIMEOUT = 300.0  # at least this for 'hello' and 'open': imports, a model load
 
 
 class PeerError(RuntimeError):
@@ -143,14 +144,15 @@ class ProcessSubject:
         return reply
 
     def _read_line(self, op: str) -> bytes:
-        deadline = time.monotonic() + self.timeout
+        allowed = max(self.timeout, START_TIMEOUT) if op in ("hello", "open") else self.timeout
+        deadline = time.monotonic() + allowed
         fd = self.proc.stdout.fileno()
         with selectors.DefaultSelector() as sel:
             sel.register(fd, selectors.EVENT_READ)
             while b"\n" not in self._buffer:
                 left = deadline - time.monotonic()
                 if left <= 0 or not sel.select(timeout=left):
-                    self._broken(f"gave no answer to '{op}' within {self.timeout:g} s (hung?)")
+                    self._broken(f"gave no answer to '{op}' within {allowed:g} s (hung?)")
                 chunk = os.read(fd, 1 << 20)
                 if not chunk:
                     self.proc.wait()
