@@ -100,14 +100,15 @@ def trajectory_dict(cell_id: str, t: Trajectory) -> dict:
 
 
 def play_scripts(subject, scripts: Path, out: Path, pattern: str | None = None,
-                 log=None) -> int:
+                 log=None, shard: tuple[int, int] = (0, 1)) -> int:
     """Run every script in ``scripts`` through ``subject`` (in this process), writing a
     trajectory file each: the offline runner of the reference peer."""
     from batchlab.subjects.drive import run_subject
 
     out.mkdir(parents=True, exist_ok=True)
     done = 0
-    for path in sorted(scripts.glob("*.json")):
+    index, count = shard
+    for path in sorted(scripts.glob("*.json"))[index::count]:
         d = json.loads(path.read_text())
         if pattern and pattern not in d.get("id", ""):
             continue

@@ -74,6 +74,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=None,
                         help="offline: where the trajectory files go")
     parser.add_argument("--filter", default=None, help="offline: script ids containing this")
+    parser.add_argument("--shard", default=None,
+                        help="offline: I/N, every N-th script from the I-th (0-based)")
     args = parser.parse_args(argv)
     subject = subject_for(args.engine)
     if args.scripts is not None:
@@ -81,7 +83,9 @@ def main(argv: list[str] | None = None) -> int:
 
         if args.out is None:
             parser.error("--scripts needs --out")
-        done = play_scripts(subject, args.scripts, args.out, args.filter, log=sys.stderr)
+        shard = tuple(int(x) for x in args.shard.split("/")) if args.shard else (0, 1)
+        done = play_scripts(subject, args.scripts, args.out, args.filter, log=sys.stderr,
+                            shard=shard)
         print(f"{done} trajectories in {args.out}", file=sys.stderr)
         return 0
     out, sys.stdout = sys.stdout, sys.stderr  # the protocol owns stdout
