@@ -46,7 +46,7 @@ def export_command(args, console) -> int:
     solo = [solo_cell(c, r) for c in cells
             if judging_for(c.path).reference is JudgeReference.SOLO and refusal(c) is None
             for r in c.rows]
-    unique = list({c.id: c for c in [*cells, *solo]}.values())
+    unique = list({(c.id, c.definition_digest()): c for c in [*cells, *solo]}.values())
     dirs = {m: str(resolve(m)) for m in sorted({c.model for c in unique})}
     count = export_scripts(unique, args.out, dirs)
     console.print(f"{count} scripts ({len(cells)} cells, {count - len(cells)} solo runs) in "

@@ -136,6 +136,11 @@ def _lab_gate(judging: Judging, golden, got, divergence, result, tokens, note: s
     if not _has_values(golden.trajectory):
         return result(Status.FAIL, f"not bit-exact ({where}); rerun with --live for KL statistics",
                       tokens=tokens, divergence=divergence.as_dict())
+    if not _has_values(got):
+        return result(Status.ERROR, f"not bit-exact ({where}); the subject handed over no "
+                      "full logprob rows, which the KL gate of this path needs (a trajectory "
+                      "file: give each emission its values)", tokens=tokens,
+                      divergence=divergence.as_dict())
     stats = kl_stats(golden.trajectory, got)
     inside = stats.max_kl <= gate.max_kl and stats.same_top1 >= gate.min_same_top1
     return result(Status.PASS if inside else Status.FAIL,

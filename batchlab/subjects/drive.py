@@ -20,7 +20,8 @@ from batchlab.trajectory import Step, Trajectory, make_step
 def setup_for(cell: Cell, model_dir: str = "") -> Setup:
     return Setup(cell=cell.id, model=cell.model, model_dir=model_dir, path=cell.path,
                  schedule=cell.schedule, sampling=cell.sampling,
-                 keeps_finished=any(e.action == "continue" for e in cell.events))
+                 keeps_finished=any(e.action == "continue" for e in cell.events),
+                 digest=cell.definition_digest())
 
 
 def request(row: Row, history: str = "none") -> RowRequest:

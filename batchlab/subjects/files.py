@@ -14,6 +14,7 @@ statuses, reports, JUnit and exit codes.
 
 from __future__ import annotations
 
+import base64
 import json
 from pathlib import Path
 
@@ -35,8 +36,10 @@ from batchlab.trajectory import Trajectory
 SCRIPT_FORMAT, TRAJECTORY_FORMAT, VERSION = "batchlab-script", "batchlab-trajectory", 1
 
 
-def stem(cell_id: str) -> str:
-    return cell_id.replace("/", "__")
+def stem(cell_id: str, digest: str = "") -> str:
+    """The file name of a cell's script and trajectory; the definition digest tells
+    apart solo runs that share an id (a needle's row B alone, in two trials)."""
+    return cell_id.replace("/", "__") + (f".{digest}" if digest else "")
 
 
 def script_dict(cell: Cell, model_dir: str = "") -> dict:
@@ -59,7 +62,7 @@ def script_dict(cell: Cell, model_dir: str = "") -> dict:
             "sampling": cell.sampling.as_dict(), "rows": rows,
             "events": [{"step": e.step, "action": e.action, "rows": list(e.rows)}
                        for e in cell.events],
-            "trajectory": stem(cell.id) + ".json"}
+            "trajectory": stem(cell.id, cell.definition_digest()) + ".json"}
 
 
 def cell_of_script(d: dict) -> Cell:
@@ -88,15 +91,23 @@ def export_scripts(cells: list[Cell], out: Path, model_dirs: dict[str, str]) -> 
     (out / "trajectory.schema.json").write_text(json.dumps(TRAJECTORY_SCHEMA, indent=1) + "\n")
     for cell in cells:
         text = json.dumps(script_dict(cell, model_dirs.get(cell.model, "")))
-        (out / "scripts" / (stem(cell.id) + ".json")).write_text(text + "\n")
+        name = stem(cell.id, cell.definition_digest()) + ".json"
+        (out / "scripts" / name).write_text(text + "\n")
     return len(cells)
 
 
 def trajectory_dict(cell_id: str, t: Trajectory) -> dict:
+    """The compact form; a step that kept its values carries them (float32, base64): the
+    KL gate of lab paths (fast, compiled, kv*) needs them."""
+    def emission(s):
+        out = {"step": s.step, "token": s.token, "digest": s.digest,
+               "top": [[i, v] for i, v in s.top]}
+        if s.values is not None:
+            out["values"] = base64.b64encode(s.values.astype("float32").tobytes()).decode()
+        return out
+
     return {"format": TRAJECTORY_FORMAT, "version": VERSION, "id": cell_id, "dtype": t.dtype,
-            "rows": {name: [{"step": s.step, "token": s.token, "digest": s.digest,
-                             "top": [[i, v] for i, v in s.top]} for s in steps]
-                     for name, steps in t.rows.items()}}
+            "rows": {name: [emission(s) for s in steps] for name, steps in t.rows.items()}}
 
 
 def play_scripts(subject, scripts: Path, out: Path, pattern: str | None = None,
@@ -115,7 +126,7 @@ def play_scripts(subject, scripts: Path, out: Path, pattern: str | None = None,
         head = {"format": TRAJECTORY_FORMAT, "version": VERSION, "id": d.get("id")}
         try:
             cell = cell_of_script(d)
-            body = trajectory_dict(cell.id, run_subject(cell, subject, keep_values=False))
+            body = trajectory_dict(cell.id, run_subject(cell, subject, keep_values=True))
         except Unsupported as err:
             body = {**head, "unsupported": str(err)}
         except Exception as err:  # noqa: BLE001 - the engine's crash is the cell's ERROR
@@ -140,10 +151,10 @@ class ReplaySubject:
         self.pending: list[tuple[int, str, dict]] = []
 
     def open(self, setup: Setup) -> str:
-        path = self.folder / (stem(setup.cell) + ".json")
+        path = self.folder / (stem(setup.cell, setup.digest) + ".json")
         if not path.is_file():
             raise SubjectError(f"no trajectory {path} for this cell: run its exported script "
-                               f"({stem(setup.cell)}.json) and write the file there")
+                               f"({path.name}) and write the file there")
         try:
             d = json.loads(path.read_text())
         except ValueError as err:

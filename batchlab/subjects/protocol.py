@@ -84,6 +84,7 @@ class Setup:
     schedule: ScheduleConfig = MLX_LM_DEFAULTS
     sampling: SamplingParams = GREEDY  # shared by rows without their own; seeds MLX's key
     keeps_finished: bool = False  # a 'continue' event will come: keep finished rows' caches
+    digest: str = ""  # the cell's definition digest: two solo runs may share an id
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

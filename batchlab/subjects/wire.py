@@ -48,14 +48,15 @@ def processors_of(d: dict | None) -> ProcessorParams | None:
 def setup_dict(s: Setup) -> dict:
     return {"cell": s.cell, "model": s.model, "model_dir": s.model_dir, "path": s.path,
             "schedule": s.schedule.as_dict(), "sampling": s.sampling.as_dict(),
-            "keeps_finished": s.keeps_finished}
+            "keeps_finished": s.keeps_finished, "digest": s.digest}
 
 
 def setup_of(d: dict) -> Setup:
     return Setup(cell=d["cell"], model=d["model"], model_dir=d.get("model_dir", ""),
                  path=d.get("path", "l1"), schedule=ScheduleConfig(**d["schedule"]),
                  sampling=SamplingParams(**d["sampling"]),
-                 keeps_finished=bool(d.get("keeps_finished", False)))
+                 keeps_finished=bool(d.get("keeps_finished", False)),
+                 digest=str(d.get("digest", "")))
 
 
 def row_dict(r: RowRequest) -> dict:
@@ -102,5 +103,8 @@ def step_of(step: int, token: int, d: dict, keep_values: bool = False) -> Step:
         from batchlab.trajectory import make_step
 
         return make_step(step, token, logprobs_of(d), keep_values)
+    values = None
+    if "values" in d:  # float32 bytes of the row, for the KL gate of lab paths
+        values = np.frombuffer(base64.b64decode(d["values"]), dtype=np.float32).copy()
     return Step(step=step, token=int(token), digest=str(d["digest"]),
-                top=tuple((int(i), float(v)) for i, v in d["top"]))
+                top=tuple((int(i), float(v)) for i, v in d["top"]), values=values)

@@ -96,11 +96,11 @@ def test_files_round_trip_passes_and_a_corrupt_trajectory_fails(tmp_path):
     assert play_scripts(BatchlabSubject(), tmp_path / "scripts", tmp_path / "out") == 2
     engine = f"files:{tmp_path / 'out'}"
     assert [r.status for r in run(engine, STATIC, WRAP)] == [Status.PASS, Status.PASS]
-    path = tmp_path / "out" / (stem(STATIC) + ".json")
+    path = tmp_path / "out" / (stem(STATIC, CELLS[STATIC].definition_digest()) + ".json")
     d = json.loads(path.read_text())
     d["rows"]["B"][2]["token"] += 1
     path.write_text(json.dumps(d))
-    (wrap := tmp_path / "out" / (stem(WRAP) + ".json")).unlink()
+    (wrap := tmp_path / "out" / (stem(WRAP, CELLS[WRAP].definition_digest()) + ".json")).unlink()
     bad, missing = run(engine, STATIC, WRAP)
     assert bad.status is Status.FAIL and {k: bad.divergence[k] for k in WRONG} == WRONG
     assert bad.rerun.startswith("batchlab matrix judge ")
