@@ -38,6 +38,16 @@ def _matrix_args(p: argparse.ArgumentParser, goldens: bool = True) -> None:
                        help="golden folder (default: goldens/)")
 
 
+def _engine_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--engine", default="batchlab",
+                   help="the subject under test: batchlab (default; the cell's path picks "
+                        "the engine path), mlx-lm (its BatchGenerator), module:factory, or "
+                        "'process:CMD ARGS' (a peer speaking docs/wire-protocol.md)")
+    p.add_argument("--timeout", type=float, default=None,
+                   help="seconds a process subject may take to answer one message "
+                        "(default 120); past it the cell is ERROR")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="batchlab", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -72,7 +82,24 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--shard", default=None, help="I/N: run every N-th cell from the I-th")
     run.add_argument("--strict", action="store_true",
                      help="ORACLE-BUG and UNSUPPORTED cells fail the run too")
+    _engine_args(run)
     run.set_defaults(func=_command("batchlab.commands.matrix", "run_command"))
+    export = matrix.add_parser("export", help="write every cell's script (and schemas) to "
+                               "files, for an engine that runs them offline")
+    _matrix_args(export, goldens=False)
+    export.add_argument("--out", type=Path, required=True, help="the folder to write")
+    export.set_defaults(func=_command("batchlab.commands.matrix", "export_command"))
+    judge = matrix.add_parser("judge", help="judge trajectories written offline from "
+                              "exported scripts, as `matrix run` judges a live run")
+    _matrix_args(judge)
+    judge.add_argument("--trajectories", type=Path, required=True,
+                       help="the folder of trajectory files (one per script)")
+    judge.add_argument("--report", type=Path, default=None)
+    judge.add_argument("--jobs", type=int, default=1, help="worker processes")
+    judge.add_argument("--shard", default=None, help="I/N: every N-th cell from the I-th")
+    judge.add_argument("--strict", action="store_true",
+                       help="ORACLE-BUG and UNSUPPORTED cells fail the run too")
+    judge.set_defaults(func=_command("batchlab.commands.matrix", "judge_command"))
 
     golden = sub.add_parser("golden", help="make and check goldens").add_subparsers(
         dest="golden_command", required=True)

@@ -15,6 +15,7 @@ crashes) does not excuse the engine, which must do what batch mode does:
 
 from __future__ import annotations
 
+import shlex
 import time
 import traceback
 from dataclasses import dataclass
@@ -36,13 +37,37 @@ class Reference:
     matrix: str
     goldens: Path
     live: bool = False
+    engine: str = "batchlab"  # the subject under test (``--engine``, subjects/choose.py)
 
 
 def rerun_command(cell: Cell, ref: Reference) -> str:
     from batchlab.golden.check import goldens_flag
 
     live = " --live" if ref.live else goldens_flag(ref.goldens)
-    return f"batchlab matrix run --matrix {ref.matrix}{live} --filter '{cell.id}'"
+    if ref.engine.startswith("files:"):
+        folder = ref.engine.removeprefix("files:")
+        return (f"batchlab matrix judge --matrix {ref.matrix}{live} --trajectories {folder} "
+                f"--filter '{cell.id}'")
+    engine = "" if ref.engine == "batchlab" else f" --engine {shlex.quote(ref.engine)}"
+    return f"batchlab matrix run --matrix {ref.matrix}{live}{engine} --filter '{cell.id}'"
+
+
+def _run(cell: Cell, ref: Reference):
+    """The subject's trajectory. batchlab's engine, the default, through ``run_cell(cell)``
+    itself (tests patch it); any other subject by its ``--engine`` value."""
+    from batchlab.matrix import engine_run
+
+    if ref.engine == "batchlab":
+        return engine_run.run_cell(cell)
+    return engine_run.run_cell(cell, engine=ref.engine)
+
+
+def _crash(err: Exception) -> str:
+    from batchlab.subjects.protocol import SubjectError
+
+    if isinstance(err, SubjectError):
+        return f"subject broke: {err}"
+    return f"engine crashed: {type(err).__name__}: {err}"
 
 
 def evaluate_cell(cell: Cell, ref: Reference) -> CellResult:
@@ -65,10 +90,10 @@ def evaluate_cell(cell: Cell, ref: Reference) -> CellResult:
         return result(Status.ERROR, f"oracle failed: {type(err).__name__}: {err}", tokens=0,
                       traceback=traceback.format_exc())
 
-    from batchlab.matrix.engine_run import Unsupported, run_cell
+    from batchlab.matrix.engine_run import Unsupported
 
     try:
-        got = run_cell(cell)
+        got = _run(cell, ref)
     except Unsupported as err:
         return result(Status.UNSUPPORTED, str(err), tokens=0)
     except Exception as err:  # noqa: BLE001
@@ -76,8 +101,7 @@ def evaluate_cell(cell: Cell, ref: Reference) -> CellResult:
             return result(Status.ORACLE_BUG, _bug_text(golden.oracle_bug) +
                           f" (the engine raises too: {type(err).__name__}; the broken code is "
                           "the shared model module)", tokens=0)
-        return result(Status.ERROR, f"engine crashed: {type(err).__name__}: {err}", tokens=0,
-                      traceback=traceback.format_exc())
+        return result(Status.ERROR, _crash(err), tokens=0, traceback=traceback.format_exc())
 
     order = [r.name for r in cell.rows]
     tokens = sum(len(v) for v in got.rows.values())
@@ -112,6 +136,11 @@ def _lab_gate(judging: Judging, golden, got, divergence, result, tokens, note: s
     if not _has_values(golden.trajectory):
         return result(Status.FAIL, f"not bit-exact ({where}); rerun with --live for KL statistics",
                       tokens=tokens, divergence=divergence.as_dict())
+    if not _has_values(got):
+        return result(Status.ERROR, f"not bit-exact ({where}); the subject handed over no "
+                      "full logprob rows, which the KL gate of this path needs (a trajectory "
+                      "file: give each emission its values)", tokens=tokens,
+                      divergence=divergence.as_dict())
     stats = kl_stats(golden.trajectory, got)
     inside = stats.max_kl <= gate.max_kl and stats.same_top1 >= gate.min_same_top1
     return result(Status.PASS if inside else Status.FAIL,
@@ -122,9 +151,9 @@ def _lab_gate(judging: Judging, golden, got, divergence, result, tokens, note: s
 
 def _solo_gate(cell: Cell, ref: Reference, judging: Judging, result) -> CellResult:
     """A batch-invariant path: every row against its own run alone (``matrix/solo.py``),
-    no tolerance; then, where the path has one, the second judge against the batch
-    oracle's golden (``matrix/second.py``)."""
-    from batchlab.matrix.engine_run import Unsupported, run_cell
+    on the same subject, no tolerance; then, where the path has one, the second judge
+    against the batch oracle's golden (``matrix/second.py``)."""
+    from batchlab.matrix.engine_run import Unsupported
     from batchlab.matrix.solo import refusal, solo_reference
 
     reason = refusal(cell)
@@ -132,13 +161,12 @@ def _solo_gate(cell: Cell, ref: Reference, judging: Judging, result) -> CellResu
         return result(Status.UNSUPPORTED, f"the solo gate cannot judge this cell: {reason}",
                       tokens=0)
     try:
-        got = run_cell(cell)
-        want = solo_reference(cell, got)
+        got = _run(cell, ref)
+        want = solo_reference(cell, got, engine=ref.engine)
     except Unsupported as err:
         return result(Status.UNSUPPORTED, str(err), tokens=0)
     except Exception as err:  # noqa: BLE001
-        return result(Status.ERROR, f"engine crashed: {type(err).__name__}: {err}", tokens=0,
-                      traceback=traceback.format_exc())
+        return result(Status.ERROR, _crash(err), tokens=0, traceback=traceback.format_exc())
     tokens = sum(len(v) for v in got.rows.values())
     divergence = first_divergence(want, got, [r.name for r in cell.rows])
     if divergence is not None:

@@ -44,15 +44,16 @@ def refusal(cell: Cell) -> str | None:
     return None
 
 
-_SOLO_RUNS: dict[tuple[str, str], Trajectory] = {}
+_SOLO_RUNS: dict[tuple[str, str, str], Trajectory] = {}
 
 
-def _solo_run(cell: Cell) -> Trajectory:
-    from batchlab.matrix.engine_run import run_cell
+def _solo_run(cell: Cell, engine: str) -> Trajectory:
+    from batchlab.matrix import engine_run
 
-    key = (cell.id, cell.definition_digest())
+    key = (cell.id, cell.definition_digest(), engine)
     if key not in _SOLO_RUNS:
-        _SOLO_RUNS[key] = run_cell(cell)
+        _SOLO_RUNS[key] = (engine_run.run_cell(cell) if engine == "batchlab"
+                           else engine_run.run_cell(cell, engine=engine))
     return _SOLO_RUNS[key]
 
 
@@ -61,14 +62,15 @@ def forget_solo_runs() -> None:
     _SOLO_RUNS.clear()
 
 
-def solo_reference(cell: Cell, got: Trajectory) -> Trajectory:
+def solo_reference(cell: Cell, got: Trajectory, engine: str = "batchlab") -> Trajectory:
     """What ``got`` must equal: each row's solo run, cut to the tokens the row emitted
-    when the script removes it, and stamped with ``got``'s steps (steps are not gated).
-    Solo runs are memoized per process: the needle's runs once for every trial."""
+    when the script removes it, and stamped with ``got``'s steps (steps are not gated),
+    run on the same subject (``engine``). Solo runs are memoized per process: the
+    needle's runs once for every trial."""
     removed = {name for e in cell.events if e.action == "remove" for name in e.rows}
     rows = {}
     for row in cell.rows:
-        alone = _solo_run(solo_cell(cell, row)).rows[row.name]
+        alone = _solo_run(solo_cell(cell, row), engine).rows[row.name]
         have = got.rows.get(row.name, ())
         if row.name in removed:
             alone = alone[: len(have)]

@@ -57,14 +57,19 @@ def _worker_main(conn: Connection, ref: Reference, fault_log: str,
         if initializer is not None:
             initializer()
         conn.send(_READY)
-        while True:
-            try:
-                cell = conn.recv()
-            except EOFError:  # the parent is gone
-                return
-            if cell is None:
-                return
-            conn.send(evaluate_cell(cell, ref))
+        try:
+            while True:
+                try:
+                    cell = conn.recv()
+                except EOFError:  # the parent is gone
+                    return
+                if cell is None:
+                    return
+                conn.send(evaluate_cell(cell, ref))
+        finally:
+            from batchlab.subjects.choose import close_subjects
+
+            close_subjects()  # a process subject ends with its worker
 
 
 @dataclass(slots=True, kw_only=True)
