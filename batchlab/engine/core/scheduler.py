@@ -204,18 +204,20 @@ class Scheduler:
         if n <= 0:
             return
         seqs, self.queue = self.queue[:n], self.queue[n:]
-        if any(s.request.history for s in seqs):
-            # rows with history: merge every row's single caches, fresh ones for the rest,
-            # as BatchGenerator merges whatever each row came with (left-padded to the longest)
-            caches = self.caches.merged(self.model, [
-                (s.request.history or fresh_history(self.model)).caches for s in seqs])
-        else:
-            caches = self.caches.fresh(self.model, n)
-        fresh = PromptBatch(seqs=seqs, caches=caches)
+        fresh = PromptBatch(seqs=seqs, caches=self._admitted_caches(seqs))
         if len(self.prompt):
             self.prompt.extend(fresh)
         else:
             self.prompt = fresh
+
+    def _admitted_caches(self, seqs: list[Sequence]) -> list:
+        """The caches of rows admitted together (a path may seed them otherwise). Rows
+        with history: every row's single caches merged, fresh ones for the rest, as
+        BatchGenerator merges whatever each row came with (left-padded to the longest)."""
+        if any(s.request.history for s in seqs):
+            return self.caches.merged(self.model, [
+                (s.request.history or fresh_history(self.model)).caches for s in seqs])
+        return self.caches.fresh(self.model, len(seqs))
 
     def _join_prefilled(self) -> None:
         ready = [i for i, s in enumerate(self.prompt.seqs) if not s.unprefilled]

@@ -13,9 +13,7 @@ from __future__ import annotations
 
 from mlx import nn
 
-from batchlab.engine.core.batch import PromptBatch
 from batchlab.engine.core.config import MLX_LM_DEFAULTS, ScheduleConfig
-from batchlab.engine.core.history import fresh_history
 from batchlab.engine.core.layers import leaves
 from batchlab.engine.core.sampler import GREEDY, SamplingParams
 from batchlab.engine.core.scheduler import Scheduler
@@ -56,31 +54,18 @@ class PagedScheduler(Scheduler):
             return 0  # nothing cached, or the row would prefill in fewer chunks
         return k
 
-    def _admit(self) -> None:
-        """l1's admission; rows without history may start on cached prompt blocks."""
-        n = min(self.config.prefill_batch_size - len(self.prompt),
-                self.max_decoding - len(self.decode), len(self.queue))
-        if n <= 0:
-            return
-        seqs, self.queue = self.queue[:n], self.queue[n:]
-        if any(s.request.history for s in seqs):
-            caches = self.caches.merged(self.model, [
-                (s.request.history or fresh_history(self.model)).caches for s in seqs])
-        else:
-            cached = [self._cached_ids(s) for s in seqs]
-            if any(cached):
-                prefixes = [s.unprefilled[:k] for s, k in zip(seqs, cached)]
-                caches = self.caches.fresh_with_prefix(self.model, prefixes)
-                for s, k in zip(seqs, cached):
-                    s.unprefilled = s.unprefilled[k:]
-                    self.num_prefill_saved += k
-            else:
-                caches = self.caches.fresh(self.model, n)
-        fresh = PromptBatch(seqs=seqs, caches=caches)
-        if len(self.prompt):
-            self.prompt.extend(fresh)
-        else:
-            self.prompt = fresh
+    def _admitted_caches(self, seqs: list) -> list:
+        """l1's caches for the admitted rows; rows without history may start on cached
+        prompt blocks (their prefill skips those ids)."""
+        cached = [0 if s.request.history else self._cached_ids(s) for s in seqs]
+        if any(s.request.history for s in seqs) or not any(cached):
+            return super()._admitted_caches(seqs)
+        prefixes = [s.unprefilled[:k] for s, k in zip(seqs, cached)]
+        caches = self.caches.fresh_with_prefix(self.model, prefixes)
+        for s, k in zip(seqs, cached):
+            s.unprefilled = s.unprefilled[k:]
+            self.num_prefill_saved += k
+        return caches
 
     def _prefill_chunk(self) -> None:
         """Tell the caches which ids the chunk writes (right padding unknown), as l1's
