@@ -74,7 +74,8 @@ DEFAULT_SEED = 0
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CellKey:
-    """What names a cell in reports (the model by its label); ``CellResult`` carries it."""
+    """What names a cell: a ``Cell`` is one (its model a zoo name or a path), and
+    ``CellResult`` carries one (its model the label reports show)."""
 
     FIELDS = ("model", "path", "batch", "padding", "script", "context")
 
@@ -92,16 +93,10 @@ class CellKey:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Cell:
+class Cell(CellKey):
     """One point of a matrix. ``batch`` is the most rows alive at once (rows waiting in
     the queue count: they were inserted and not removed)."""
 
-    model: str
-    path: str
-    batch: int
-    padding: str
-    script: str
-    context: str
     rows: tuple[Row, ...]
     events: tuple[Event, ...]
     steps: int = DEFAULT_STEPS  # the tokens each row may generate
