@@ -20,13 +20,17 @@ def remove_misses_the_queue() -> list[Patch]:
     """``remove`` evicts rows from the prompt and decode batches but forgets the queue: a
     row removed before it was admitted runs anyway."""
     Scheduler = scheduler.Scheduler
+    clean = original(Scheduler, "remove")
 
-    def remove(self, names):
+    def remove(self, names, keep_history=False):
+        if keep_history:  # a park: the bug is in plain evictions
+            return clean(self, names, keep_history)
         gone = set(names)
         for batch in (self.prompt, self.decode):
             keep = [i for i, s in enumerate(batch.seqs) if s.name not in gone]
             if len(keep) < len(batch):
                 batch.filter(keep)
+        return {}
 
     return [Patch(owner=Scheduler, name="remove", value=remove)]
 
