@@ -68,6 +68,24 @@ class QuantizedScheduler(Scheduler):
         kv_class = BatchRotatedKV if self.scheme.rotated else BatchQuantizedKV
         self.caches = QuantizedCaches(plan=tuple(self.plan), kv_class=kv_class)
 
+    def _admit(self) -> None:
+        """l1's admission, but rows at different quantization stages never share a prompt
+        batch: one batch cache has one format switch, and mlx-lm quantizes a fresh row
+        after its own first forward while a row with history brings (or gets) quantized
+        caches. So rows are admitted only into an empty prompt batch, and only a run of
+        queued rows that all have history, or all have none; the rest wait. (The oracle
+        of these paths is each row alone, so the schedule is the path's to choose.)"""
+        if len(self.prompt) or not self.queue:
+            return
+        first = self.queue[0].request.history is not None
+        n = next((i for i, s in enumerate(self.queue)
+                  if (s.request.history is not None) != first), len(self.queue))
+        self.queue, held = self.queue[:n], self.queue[n:]
+        try:
+            super()._admit()
+        finally:
+            self.queue += held
+
 
 def scheduler_for(scheme: KVScheme, name: str) -> type[QuantizedScheduler]:
     return type(f"QuantizedScheduler_{name}", (QuantizedScheduler,), {"scheme": scheme})
