@@ -1,16 +1,18 @@
 """(b) Batch invariance, vLLM's and SGLang's needle test.
 
-The needle (the longest golden case's prompt, its golden's steps) is asked alone, then in
-each trial among ``fillers`` concurrent requests of mixed prompt lengths and
-``max_tokens`` (so rows join and leave while the needle decodes), sent from threads with
-the needle after ``trial mod (fillers + 1)`` of them. Every trial's needle must equal the
-alone answer bit for bit: tokens, each token's logprob, and the alternatives (as sets of
-(id or text, logprob)). The report counts how many fillers were in flight while the needle
-was (a server that serialises requests passes vacuously: the count shows it).
+The needle (the golden case of median prompt length, its golden's steps) is asked alone,
+then in each trial among ``fillers`` concurrent requests of mixed prompt lengths and
+``max_tokens`` (so rows join and leave while the needle decodes), sent from threads:
+``trial mod (fillers + 1)`` of them first, then (50 ms later) the needle and the rest.
+Every trial's needle must equal the alone answer bit for bit: tokens, each token's
+logprob, and the alternatives (as sets of (id, logprob)); so must a second alone answer
+after the trials. The report counts the fillers in flight while the needle was (a server
+that serialises requests passes vacuously: the count shows it).
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -21,10 +23,13 @@ from batchlab.http_gate.session import Session
 from batchlab.status import Status
 
 TOP = 5
+HEAD_START_S = 0.05  # how long the first fillers run before the needle is sent
 
 
 def check_needle(s: Session, *, trials: int, num_fillers: int) -> CheckResult:
-    needle = max(s.cases, key=lambda c: len(c.prompt))
+    # the median prompt: longer fillers pad it, shorter ones do not (the longest prompt
+    # would never be padded in a batched prefill, where most servers' bits move)
+    needle = sorted(s.cases, key=lambda c: len(c.prompt))[len(s.cases) // 2]
     top = TOP if s.has_logprobs else None
     alone = s.ask(needle.prompt, needle.text, len(needle.tokens), top=top, fresh=True)
     what = (f"needle {needle.cell_id} ({len(needle.prompt)} prompt tokens, "
@@ -55,7 +60,12 @@ def _trial(s: Session, needle, trial: int, num_fillers: int, top) -> tuple[Reply
     k = trial % (num_fillers + 1)
     spans: dict[int, tuple[float, float]] = {}
 
+    gate = threading.Barrier(num_fillers + 1)
+
     def ask(index: int, ids, text, max_tokens):
+        gate.wait()  # every thread is up: the first k fillers go at once
+        if index < 0 or index >= k:
+            time.sleep(HEAD_START_S)  # the needle joins a running batch, the rest after it
         start = time.monotonic()
         reply = s.ask(ids, text, max_tokens, top=top, fresh=True)
         spans[index] = (start, time.monotonic())
