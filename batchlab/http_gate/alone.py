@@ -26,20 +26,26 @@ TOP = 5
 
 
 def check_alone(s: Session) -> CheckResult:
+    """Every case is asked; the difference reports the first token, logprob and top-5
+    difference apart (tokens equal with logprobs off by an ulp is another finding than a
+    wrong token)."""
     tokens = logprobs = tops = 0
     unnamed = False
+    first: dict[str, str] = {}
     for case in s.cases:
         reply = s.case_reply(case, top=0 if s.has_logprobs else None)
         n, diff = token_difference(case, reply, s.eos_ids)
         if diff:
-            return _fail(s, diff)
+            first.setdefault("token", diff)
         tokens += n
         if reply.logprobs is not None:
             n = min(n, len(reply.logprobs))  # a length mismatch is consistency's FAIL
             for i in range(n):
                 if reply.logprobs[i] != case.logprobs[i]:
-                    return _fail(s, f"{case.cell_id}, step {i}: logprob {reply.logprobs[i]!r} "
-                                    f"of token {case.tokens[i]}, golden {case.logprobs[i]!r}")
+                    first.setdefault("logprob", f"{case.cell_id}, step {i}: logprob "
+                                     f"{reply.logprobs[i]!r} of token {case.tokens[i]}, "
+                                     f"golden {case.logprobs[i]!r}")
+                    break
             logprobs += n
         if not s.has_logprobs:
             continue
@@ -50,18 +56,21 @@ def check_alone(s: Session) -> CheckResult:
                 continue
             diff = top_difference(top, case.top[i])
             if diff:
-                return _fail(s, f"{case.cell_id}, step {i}: top-{TOP} {diff}")
+                first.setdefault("top", f"{case.cell_id}, step {i}: top-{TOP} {diff}")
+                break
             tops += 1
     what = (f"{len(s.cases)} golden cases, {tokens} tokens, {logprobs} logprobs, {tops} "
             f"top-{TOP} lists, exact")
     if unnamed:
         what += "; alternatives named by text only were not compared"
-    return CheckResult(check="alone", status=Status.PASS, compared=f"{what} ({s.dialect.why})")
-
-
-def _fail(s: Session, diff: str) -> CheckResult:
-    return CheckResult(check="alone", status=Status.FAIL,
-                       compared=f"{len(s.cases)} golden cases ({s.dialect.why})", difference=diff)
+    what += f" ({s.dialect.why})"
+    if not first:
+        return CheckResult(check="alone", status=Status.PASS, compared=what)
+    if "token" not in first:
+        first["token"] = f"none: all {tokens} tokens equal the golden's"
+    difference = "; ".join(f"first {kind} difference: {first[kind]}"
+                           for kind in ("token", "logprob", "top") if kind in first)
+    return CheckResult(check="alone", status=Status.FAIL, compared=what, difference=difference)
 
 
 def token_difference(case: Case, reply: Reply, eos_ids) -> tuple[int, str]:

@@ -31,14 +31,16 @@ class Session:
         request was answered before)."""
         body = self.dialect.body(ids, text, max_tokens, top=top, stream=stream, stop=stop)
         key = json.dumps(body, sort_keys=True)
-        if fresh or key not in self._answers:
-            where = f"POST {ROUTE} ({len(ids)}-token prompt{', streamed' if stream else ''})"
-            if stream:
-                reply = parse_stream(self.api.stream(ROUTE, body), where)
-            else:
-                reply = parse_reply(self.api.post(ROUTE, body), where)
+        if not fresh and key in self._answers:
+            return self._answers[key]
+        where = f"POST {ROUTE} ({len(ids)}-token prompt{', streamed' if stream else ''})"
+        if stream:
+            reply = parse_stream(self.api.stream(ROUTE, body), where)
+        else:
+            reply = parse_reply(self.api.post(ROUTE, body), where)
+        if not fresh:  # a fresh answer (the needle's, in a crowd) is not a lone one
             self._answers[key] = reply
-        return self._answers[key]
+        return reply
 
     def case_reply(self, case: Case, *, top: int | None, stream: bool = False) -> Reply:
         return self.ask(case.prompt, case.text, len(case.tokens), top=top, stream=stream)
