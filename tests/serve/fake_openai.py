@@ -23,10 +23,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import numpy as np
 
+from batchlab.commands.http import DEFAULT_HTTP_MATRIX
 from batchlab.defaults import DEFAULT_GOLDENS
 from batchlab.http_gate.cases import load_cases
 from batchlab.zoo.text import tokenizer_for
-from batchlab.commands.http import DEFAULT_HTTP_MATRIX
 
 MODEL = "llama"
 STEP_S = 0.003  # a token's time: concurrent requests overlap

@@ -10,7 +10,6 @@ running row down with a 500 (the server now runs that path without the prompt ca
 
 from __future__ import annotations
 
-import pytest
 from serve_live import live_server
 
 from batchlab.commands.http import DEFAULT_HTTP_MATRIX
