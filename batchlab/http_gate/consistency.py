@@ -27,56 +27,69 @@ from batchlab.status import Status
 TOP = 5
 
 
+ASPECTS = ("usage", "ids", "logprob", "stream", "stop")
+
+
 def check_consistency(s: Session) -> CheckResult:
+    """Every aspect is checked on every case; the difference gives each aspect's first."""
     notes: list[str] = []
+    first: dict[str, str] = {}
     for case in s.cases:
-        diff = _case_difference(s, case, notes)
-        if diff:
-            return CheckResult(check="consistency", status=Status.FAIL,
-                               compared=_compared(s), difference=f"{case.cell_id}: {diff}")
+        for aspect, diff in _case_differences(s, case, notes):
+            if diff:
+                first.setdefault(aspect, f"{case.cell_id}: {diff}")
     diff = _stop_difference(s, notes)
     if diff:
-        return CheckResult(check="consistency", status=Status.FAIL, compared=_compared(s),
-                           difference=diff)
-    return CheckResult(check="consistency", status=Status.PASS,
-                       compared=_compared(s) + "".join(f"; {n}" for n in dict.fromkeys(notes)))
+        first["stop"] = diff
+    compared = _compared(s) + "".join(f"; {n}" for n in dict.fromkeys(notes))
+    if not first:
+        return CheckResult(check="consistency", status=Status.PASS, compared=compared)
+    return CheckResult(check="consistency", status=Status.FAIL, compared=compared,
+                       difference="; ".join(f"{a}: {first[a]}" for a in ASPECTS if a in first))
 
 
 def _compared(s: Session) -> str:
-    return (f"{len(s.cases)} cases: named ids, logprob in its top-{TOP} and greedy max, "
-            "usage, finish_reason, stream = whole, stop string")
+    return (f"{len(s.cases)} cases: usage and finish_reason, named ids, logprob in its "
+            f"top-{TOP} and greedy max, stream = whole, stop string")
 
 
-def _case_difference(s: Session, case: Case, notes: list[str]) -> str:
+def _case_differences(s: Session, case: Case, notes: list[str]):
+    """(aspect, first difference or "") of one case."""
     plain = s.case_reply(case, top=0 if s.has_logprobs else None)
     tokens = plain.tokens
     if tokens is None:
-        return "the answer names no token ids"
-    for label, reply in (("answer", plain),):
-        diff = _usage_and_finish(reply, len(case.prompt), len(case.tokens), tokens)
-        if diff:
-            return f"{label}: {diff}"
+        yield "ids", "the answer names no token ids"
+        return
+    yield "usage", _usage_and_finish(plain, len(case.prompt), len(case.tokens), tokens)
     if s.has_logprobs:
         if plain.named is not None and plain.named != tokens:
-            return _first(plain.named, tokens, "a logprob entry names", "token_ids has")
+            yield "ids", _first(plain.named, tokens, "a logprob entry names", "token_ids has")
         if plain.logprobs is None or len(plain.logprobs) != len(tokens):
-            return f"{len(tokens)} tokens but logprobs {plain.logprobs!r}"
+            yield "logprob", f"{len(tokens)} tokens but logprobs {plain.logprobs!r}"
         alt = s.case_reply(case, top=TOP)
         if alt.named is not None and alt.named != tokens:
-            return _first(alt.named, tokens, "with top_logprobs, a logprob entry names",
-                          "without, the answer's token is")
+            yield "ids", _first(alt.named, tokens, "with top_logprobs, a logprob entry names",
+                                "without, the answer's token is")
         if alt.top is None:
-            return "asked for 5 alternatives, none came back"
-        for i, (token, value, top) in enumerate(zip(tokens, alt.logprobs or (), alt.top)):
-            named = dict(t for t in top if t[0] is not None)
-            if named and named.get(token) != value:
-                return (f"step {i}: the reported logprob {value!r} of token {token} is not "
-                        f"its value among the alternatives {top}")
-            if top and value != max(v for _, v in top):
-                return (f"step {i}: greedy took token {token} at {value!r}, but an "
-                        f"alternative is likelier: {max(top, key=lambda t: t[1])}")
+            yield "logprob", f"asked for {TOP} alternatives, none came back"
+        else:
+            yield "logprob", _logprob_difference(tokens, alt)
     streamed = s.case_reply(case, top=0 if s.has_logprobs else None, stream=True)
-    return _stream_difference(plain, streamed, notes)
+    yield "stream", _stream_difference(plain, streamed, notes)
+
+
+def _logprob_difference(tokens, alt: Reply) -> str:
+    """Each token's reported logprob (from the answer with alternatives) is its value
+    among them, and the largest (greedy)."""
+    for i, (token, value, top) in enumerate(zip(tokens, alt.logprobs or (), alt.top)):
+        named = dict(t for t in top if t[0] is not None)
+        if named and named.get(token) != value:
+            return (f"step {i}: the reported logprob {value!r} of token {token} is not "
+                    f"its value among the alternatives {top}")
+        if top and value != max(v for _, v in top):
+            return (f"step {i}: greedy took token {token} at {value!r}, but an "
+                    f"alternative is likelier: {max(top, key=lambda t: t[1])}")
+    return ""
 
 
 def _usage_and_finish(reply: Reply, prompt: int, max_tokens: int, tokens) -> str:

@@ -33,16 +33,16 @@ ONE = "l1/llama/B1/explicit/http-one/ctx-explicit/steps16"
 @pytest.mark.parametrize(("fault", "failing"), [
     # a wrong greedy token is also not the likeliest of its alternatives
     ("token", {"alone": f"first token difference: {ONE}, step 3: token 28, golden 27",
-               "consistency": f"{ONE}: step 3: the reported logprob"}),
+               "consistency": f"logprob: {ONE}: step 3: the reported logprob"}),
     ("logprob", {"alone": f"first token difference: none: all 48 tokens equal the golden's; "
                            f"first logprob difference: {ONE}, step 0: logprob -2.8125 of "
                            "token 143, golden -2.65625",
-                 "consistency": f"{ONE}: step 0: the reported logprob -2.8125 of token 143 "
-                                "is not its value among the alternatives"}),
-    ("usage", {"consistency": f"{ONE}: answer: usage.completion_tokens 17, 16 tokens came "
+                 "consistency": f"logprob: {ONE}: step 0: the reported logprob -2.8125 of "
+                                "token 143 is not its value among the alternatives"}),
+    ("usage", {"consistency": f"usage: {ONE}: usage.completion_tokens 17, 16 tokens came "
                               "back"}),
     ("batch", {"needle": "in flight with it): step 0 (token 269): logprob -2.6562502384185"}),
-    ("stop", {"consistency": "stop '"}),
+    ("stop", {"consistency": "stop: l1/llama/B1/explicit/http-"}),
 ])
 def test_each_seeded_fault_fails_its_check(fault, failing):
     with FakeServer(frozenset({fault})) as fake:
