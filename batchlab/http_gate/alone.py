@@ -20,6 +20,7 @@ from batchlab.http_gate.cases import Case
 from batchlab.http_gate.reply import Reply, Top
 from batchlab.http_gate.result import CheckResult
 from batchlab.http_gate.session import Session
+from batchlab.http_gate.wire import ServerError
 from batchlab.status import Status
 
 TOP = 5
@@ -94,8 +95,6 @@ def token_difference(case: Case, reply: Reply, eos_ids) -> tuple[int, str]:
 
 
 def raise_no_ids():
-    from batchlab.http_gate.wire import ServerError
-
     raise ServerError("the server names no token ids (neither token_ids nor ids in its "
                       "logprobs): nothing to compare with the golden")
 

@@ -60,7 +60,8 @@ def _case_differences(s: Session, case: Case, notes: list[str]):
     if tokens is None:
         yield "ids", "the answer names no token ids"
         return
-    yield "usage", _usage_and_finish(plain, len(case.prompt), len(case.tokens), tokens)
+    yield "usage", _usage_and_finish(plain, len(case.prompt), len(case.tokens), tokens,
+                                     s.eos_ids)
     if s.has_logprobs:
         if plain.named is not None and plain.named != tokens:
             yield "ids", _first(plain.named, tokens, "a logprob entry names", "token_ids has")
@@ -92,15 +93,17 @@ def _logprob_difference(tokens, alt: Reply) -> str:
     return ""
 
 
-def _usage_and_finish(reply: Reply, prompt: int, max_tokens: int, tokens) -> str:
+def _usage_and_finish(reply: Reply, prompt: int, max_tokens: int, tokens, eos_ids) -> str:
     if reply.prompt_tokens != prompt:
         return f"usage.prompt_tokens {reply.prompt_tokens}, the prompt has {prompt}"
     if reply.completion_tokens != len(tokens):
         return f"usage.completion_tokens {reply.completion_tokens}, {len(tokens)} tokens came back"
-    want = "length" if len(tokens) == max_tokens else "stop"
-    if reply.finish_reason != want:
+    want = {"stop"} if len(tokens) < max_tokens else {"length"}
+    if tokens and tokens[-1] in eos_ids:
+        want.add("stop")  # an EOS at the last step may say either
+    if reply.finish_reason not in want:
         return (f"finish_reason {reply.finish_reason!r} after {len(tokens)} of max_tokens "
-                f"{max_tokens}, expected {want!r}")
+                f"{max_tokens}, expected {' or '.join(map(repr, sorted(want)))}")
     return ""
 
 
@@ -129,7 +132,8 @@ def _stream_difference(whole: Reply, streamed: Reply, notes: list[str]) -> str:
 
 
 def _stop_difference(s: Session, notes: list[str]) -> str:
-    """Stop at the first printable ASCII character that is not the answer's first."""
+    """Stop at the first alphanumeric ASCII character of an answer past its start that did
+    not occur before."""
     for case in s.cases:
         whole = s.case_reply(case, top=None)
         text = whole.text
