@@ -12,6 +12,10 @@ breaks one thing a check of ``batchlab http check`` must catch:
                logprobs one float step lower (a batch-variant server)
     stop       stop strings are ignored
     garbage    every completion is answered with bytes that are not JSON
+    mlx-naming (dialect "mlx") each logprob entry names its first alternative
+
+``dialect="mlx"`` answers as mlx_lm.server does: token-id prompts refused (404), logprobs
+asked as ``logprobs: true, top_logprobs: K``, ids only in ``logprobs.content``.
 """
 
 from __future__ import annotations
@@ -29,12 +33,12 @@ from batchlab.http_gate.cases import load_cases
 from batchlab.zoo.text import tokenizer_for
 
 MODEL = "llama"
-STEP_S = 0.003  # a token's time: concurrent requests overlap
+STEP_S = 0.001  # a token's time: concurrent requests overlap
 
 
 class FakeServer:
-    def __init__(self, faults: frozenset[str] = frozenset()):
-        self.faults = faults
+    def __init__(self, faults: frozenset[str] = frozenset(), dialect: str = "openai"):
+        self.faults, self.dialect = faults, dialect
         self.tokenizer = tokenizer_for(MODEL)
         self.cases = {c.prompt: c for c in load_cases(DEFAULT_HTTP_MATRIX, DEFAULT_GOLDENS,
                                                       MODEL, self.tokenizer)}
@@ -56,8 +60,9 @@ class FakeServer:
         self.httpd.shutdown()
         self.httpd.server_close()
 
-    def answer(self, body: dict) -> tuple[list[int], list[float], list[dict], str, str]:
-        """(tokens, logprobs, top dicts, text, finish_reason) of a completion."""
+    def answer(self, body: dict):
+        """(prompt tokens, tokens, logprobs, alternatives as (id, logprob), text pieces,
+        finish_reason) of a completion."""
         prompt = body["prompt"]
         ids = tuple(prompt) if isinstance(prompt, list) else tuple(
             self.tokenizer.encode(prompt, add_special_tokens=False))
@@ -98,8 +103,7 @@ class FakeServer:
                     finish = "stop"
                     break
                 text += piece
-        top_dicts = [{f"token_id:{t}": v for t, v in top} for top in tops]
-        return tokens, logprobs, top_dicts, pieces, finish
+        return len(ids), tokens, logprobs, [list(top) for top in tops], pieces, finish
 
 
 def _handler(fake: FakeServer):
@@ -121,30 +125,66 @@ def _handler(fake: FakeServer):
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             if "garbage" in fake.faults:
                 return self._send(200, b"<html>not json</html>", "text/html")
-            tokens, logprobs, tops, pieces, finish = fake.answer(body)
-            top = body.get("logprobs")
+            if fake.dialect == "mlx" and isinstance(body["prompt"], list):
+                return self._send(404, b'{"error": "text input must be of type `str`"}')
+            if fake.dialect == "mlx" and type(body.get("logprobs", False)) is not bool:
+                return self._send(400, b'{"error": "logprobs must be of type bool"}')
+            prompt, tokens, logprobs, tops, pieces, finish = fake.answer(body)
             completion = len(tokens) + ("usage" in fake.faults)
-            usage = {"prompt_tokens": len(body["prompt"]), "completion_tokens": completion,
-                     "total_tokens": len(body["prompt"]) + completion}
-
-            def logprobs_of(i, j):
-                if top is None:
-                    return None
-                return {"tokens": [f"token_id:{t}" for t in tokens[i:j]],
-                        "token_logprobs": logprobs[i:j],
-                        "top_logprobs": [dict(list(d.items())[:top]) for d in tops[i:j]]}
-
+            usage = {"prompt_tokens": prompt, "completion_tokens": completion,
+                     "total_tokens": prompt + completion}
+            answer = _mlx_answer if fake.dialect == "mlx" else _openai_answer
+            choices, events = answer(body, fake.faults, tokens, logprobs, tops, pieces, finish)
             if not body.get("stream"):
-                choice = {"index": 0, "text": "".join(pieces), "finish_reason": finish,
-                          "token_ids": tokens, "logprobs": logprobs_of(0, len(tokens))}
-                return self._send(200, json.dumps({"choices": [choice], "usage": usage}).encode())
-            events = [{"choices": [{"index": 0, "text": p, "token_ids": [t],
-                                    "finish_reason": None, "logprobs": logprobs_of(i, i + 1)}]}
-                      for i, (t, p) in enumerate(zip(tokens, pieces))]
-            events.append({"choices": [{"index": 0, "text": "", "token_ids": [],
-                                        "finish_reason": finish, "logprobs": None}]})
+                return self._send(200, json.dumps({"choices": choices, "usage": usage}).encode())
             events.append({"choices": [], "usage": usage})
             payload = "".join(f"data: {json.dumps(e)}\n\n" for e in events) + "data: [DONE]\n\n"
             self._send(200, payload.encode(), "text/event-stream")
 
     return Handler
+
+
+def _openai_answer(body, faults, tokens, logprobs, tops, pieces, finish):
+    """batchlab serve's shape: token_ids, OpenAI's completions logprobs named token_id:N."""
+    top = body.get("logprobs")
+
+    def logprobs_of(i, j):
+        if top is None:
+            return None
+        return {"tokens": [f"token_id:{t}" for t in tokens[i:j]],
+                "token_logprobs": logprobs[i:j],
+                "top_logprobs": [{f"token_id:{t}": v for t, v in d[:top]} for d in tops[i:j]]}
+
+    choices = [{"index": 0, "text": "".join(pieces), "finish_reason": finish,
+                "token_ids": tokens, "logprobs": logprobs_of(0, len(tokens))}]
+    events = [{"choices": [{"index": 0, "text": p, "token_ids": [t], "finish_reason": None,
+                            "logprobs": logprobs_of(i, i + 1)}]}
+              for i, (t, p) in enumerate(zip(tokens, pieces))]
+    events.append({"choices": [{"index": 0, "text": "", "token_ids": [],
+                                "finish_reason": finish, "logprobs": None}]})
+    return choices, events
+
+
+def _mlx_answer(body, faults, tokens, logprobs, tops, pieces, finish):
+    """mlx_lm.server 0.32.2's shape: logprobs.content entries with ids, no token_ids, streams
+    of text only. Fault ``mlx-naming``: its bug, each entry is the first alternative of an
+    unordered top-k (here the list turned by one), not the generated token."""
+    k = body.get("top_logprobs", -1)
+    content = None
+    if k > 0:
+        content = []
+        for t, v, top in zip(tokens, logprobs, tops):
+            alternatives = [{"id": i, "token": None, "logprob": lp} for i, lp in top[:k]]
+            if "mlx-naming" in faults:
+                alternatives = alternatives[1:] + alternatives[:1]
+                content.append(dict(alternatives[0], top_logprobs=alternatives))
+            else:
+                content.append({"id": t, "token": None, "logprob": v,
+                                "top_logprobs": alternatives})
+    elif body.get("logprobs"):
+        content = [{"id": t, "logprob": v} for t, v in zip(tokens, logprobs)]
+    choices = [{"index": 0, "text": "".join(pieces), "finish_reason": finish,
+                "logprobs": None if content is None else {"content": content}}]
+    events = [{"choices": [{"index": 0, "text": "".join(pieces), "finish_reason": None}]},
+              {"choices": [{"index": 0, "text": "", "finish_reason": finish}]}]
+    return choices, events

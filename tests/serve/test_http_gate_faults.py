@@ -69,3 +69,23 @@ def test_a_server_that_is_down_is_error_and_the_command_exits_1(tmp_path):
     junit = tmp_path / "http.xml"
     assert main(["http", "check", "--url", url, "--model", "llama", "--junit", str(junit)]) == 1
     assert junit.read_text().count("<error ") == 3
+
+
+def test_a_server_that_refuses_token_ids_gets_the_exact_text_and_its_dialect():
+    """mlx_lm.server's dialect: ids refused (404), logprobs as a flag; the ASCII prompts go
+    as text and the checks pass; its bug (each entry named by its first alternative) is
+    consistency's FAIL, the tokens and logprobs read without alternatives stay exact."""
+    with FakeServer(dialect="mlx") as fake:
+        results, how = run_checks(Api(url=fake.url), model="llama", served=None,
+                                  checks=CHECKS, matrix=DEFAULT_HTTP_MATRIX,
+                                  goldens=DEFAULT_GOLDENS, trials=1, fillers=2)
+    assert how == ("prompt as text (ids refused: HTTP 404); logprobs: true, top_logprobs: K; "
+                   "return_tokens_as_token_ids sent")
+    assert [str(r.status) for r in results] == ["PASS", "PASS", "PASS"], results
+    with FakeServer(frozenset({"mlx-naming"}), dialect="mlx") as fake:
+        got = check(fake.url)
+    assert {k: s for k, (s, _) in got.items()} == {
+        "alone": "PASS", "needle": "PASS", "consistency": "FAIL"}, got
+    assert got["consistency"][1].startswith(
+        f"ids: {ONE}: step 0: with top_logprobs, a logprob entry names 80, without, the "
+        "answer's token is 143; logprob: ")
