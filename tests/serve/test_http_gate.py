@@ -18,17 +18,26 @@ from batchlab.http_gate.run import run_checks
 from batchlab.http_gate.wire import Api
 
 
-def check(server, model: str, checks: tuple[str, ...]) -> dict[str, tuple[str, str]]:
+def run(server, model: str, checks: tuple[str, ...]):
     results, how = run_checks(Api(url=server.url, timeout_s=60), model=model, served=None,
                               checks=checks, matrix=DEFAULT_HTTP_MATRIX,
                               goldens=DEFAULT_GOLDENS, trials=2, fillers=4)
-    assert how.startswith("prompt as token ids; logprobs: K; return_tokens_as_token_ids")
-    return {r.check: (str(r.status), r.difference) for r in results}
+    assert how == "prompt as token ids; logprobs: K; return_tokens_as_token_ids sent"
+    return results
+
+
+def check(server, model: str, checks: tuple[str, ...]) -> dict[str, tuple[str, str]]:
+    return {r.check: (str(r.status), r.difference) for r in run(server, model, checks)}
 
 
 def test_l1_passes_alone_and_consistency(server):
-    got = check(server, "llama", ("alone", "consistency"))
-    assert got == {"alone": ("PASS", ""), "consistency": ("PASS", "")}
+    alone, consistency = run(server, "llama", ("alone", "consistency"))
+    assert (alone.status, alone.difference) == ("PASS", "")
+    # every alternative named by id (return_tokens_as_token_ids), so every one compared
+    assert alone.compared.startswith("3 golden cases, 48 tokens, 48 logprobs, 48 top-5 "
+                                     "lists, exact (")
+    assert (consistency.status, consistency.difference) == ("PASS", "")
+    assert "stop '0' honoured" in consistency.compared
 
 
 def test_invariant_passes_every_check():
