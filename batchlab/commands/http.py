@@ -1,11 +1,11 @@
-"""``batchlab http check``: hold a running OpenAI-compatible server to the goldens.
+r"""``batchlab http check``: hold a running OpenAI-compatible server to the goldens.
 
     batchlab http check --url http://127.0.0.1:8000 --model llama \
         [--checks alone,needle,consistency] [--trials 4] [--fillers 6] [--junit PATH]
 
 ``--model`` is the zoo model the server serves (its goldens, its tokenizer); the
 request's ``model`` field is ``--served-model``, else the one model ``/v1/models``
-lists. Exit 0 when every check is PASS (or UNSUPPORTED), 1 on a FAIL or ERROR.
+lists. Exit 0 when every check is PASS, 1 on a FAIL or ERROR.
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 
 Statuses are the matrix's (``batchlab.status``): PASS, FAIL (the server is wrong:
 ``difference`` is the first place, e.g. ``case X, step 3: token 17, golden 42``), ERROR
-(no usable answer, or a golden that cannot be trusted), UNSUPPORTED (the server lacks
-what the check needs, e.g. no logprobs: not a failure, said why).
+(no usable answer, or a golden that cannot be trusted). A server without logprobs is
+checked on its tokens, and ``compared`` says so.
 """
 
 from __future__ import annotations
