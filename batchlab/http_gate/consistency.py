@@ -18,6 +18,7 @@ Per golden case, from the answers with no alternatives, with 5, and streamed:
 
 from __future__ import annotations
 
+from batchlab.http_gate.alone import raise_no_ids
 from batchlab.http_gate.cases import Case
 from batchlab.http_gate.reply import Reply
 from batchlab.http_gate.result import CheckResult
@@ -58,8 +59,7 @@ def _case_differences(s: Session, case: Case, notes: list[str]):
     plain = s.case_reply(case, top=0 if s.has_logprobs else None)
     tokens = plain.tokens
     if tokens is None:
-        yield "ids", "the answer names no token ids"
-        return
+        raise_no_ids()  # nothing to hold the rest to: ERROR, as in alone
     yield "usage", _usage_and_finish(plain, len(case.prompt), len(case.tokens), tokens,
                                      s.eos_ids)
     if s.has_logprobs:
