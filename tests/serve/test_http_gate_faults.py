@@ -89,3 +89,12 @@ def test_a_server_that_refuses_token_ids_gets_the_exact_text_and_its_dialect():
     assert got["consistency"][1].startswith(
         f"ids: {ONE}: step 0: with top_logprobs, a logprob entry names 80, without, the "
         "answer's token is 143; logprob: ")
+
+
+def test_a_missing_golden_is_error_never_a_pass(tmp_path):
+    with FakeServer() as fake:
+        results, _ = run_checks(Api(url=fake.url), model="llama", served=None, checks=CHECKS,
+                                matrix=DEFAULT_HTTP_MATRIX, goldens=tmp_path)
+    assert [str(r.status) for r in results] == ["ERROR"] * 3
+    assert results[0].difference.startswith("NO-GOLDEN: golden ")
+    assert "batchlab golden regen --matrix" in results[0].difference
