@@ -18,10 +18,10 @@ from batchlab.http_gate.run import run_checks
 from batchlab.http_gate.wire import Api
 
 
-def run(server, model: str, checks: tuple[str, ...]):
+def run(server, model: str, checks: tuple[str, ...], trials: int = 2, fillers: int = 4):
     results, how = run_checks(Api(url=server.url, timeout_s=60), model=model, served=None,
                               checks=checks, matrix=DEFAULT_HTTP_MATRIX,
-                              goldens=DEFAULT_GOLDENS, trials=2, fillers=4)
+                              goldens=DEFAULT_GOLDENS, trials=trials, fillers=fillers)
     assert how == "prompt as token ids; logprobs: K; return_tokens_as_token_ids sent"
     return results
 
@@ -60,6 +60,8 @@ def test_invariant_on_gpt_oss_passes_the_needle_and_is_not_bit_exact_alone():
 
 def test_control_l1_fails_the_needle_where_it_is_not_batch_invariant():
     with live_server("gpt-oss", max_batch=8) as s:
-        status, difference = check(s, "gpt-oss", ("needle",))["needle"]
+        # the defaults (4 trials, 6 fillers): the first trial sends all at once
+        (needle,) = run(s, "gpt-oss", ("needle",), trials=4, fillers=6)
+    status, difference = needle.status, needle.difference
     assert status == "FAIL"
     assert "in flight with it): step " in difference and ", alone " in difference
