@@ -19,24 +19,41 @@ are not blocked but swapped (``invariant_modules.py``).
 from __future__ import annotations
 
 import copy
+import os
 
 import mlx.core as mx
 from mlx import nn
 
 from batchlab.engine.paths.invariant.modules import invariant_module
 
+# The largest M computed as ONE padded GEMM instead of blocks of ``rows`` rows (0: always
+# blocks). A floor is only as good as the probe that found every M up to it identical to
+# the blocks, shape by shape (tools/h200/gemm_floor_probe.py); the H200 run sets it
+# through the environment until its gate has passed (docs/invariant.md, "One GEMM").
+ONE_GEMM_ENV = "BATCHLAB_INVARIANT_ONE_GEMM"
+ONE_GEMM_UP_TO = int(os.environ.get(ONE_GEMM_ENV, "0") or 0)
+
 
 def blocked_rows(fn, x: mx.array, rows: int) -> mx.array:
-    """``fn(x)`` computed ``rows`` rows at a time over the flattened leading axes of x."""
+    """``fn(x)`` computed ``rows`` rows at a time over the flattened leading axes of x
+    (or in one GEMM of M padded to a multiple of ``rows``, up to ``ONE_GEMM_UP_TO``).
+
+    An input whose M is already a whole block (the invariant path pads its decode batch:
+    ``InvariantScheduler._decode_logprobs``) is neither padded nor cut: a reshape, the
+    product and a reshape, as many ops as MLX's matmul makes of a 3-D input itself."""
     lead, k = x.shape[:-1], x.shape[-1]
     flat = x.reshape(-1, k)
     m = flat.shape[0]
     padded = -(-m // rows) * rows
     if padded != m:
         flat = mx.concatenate([flat, mx.zeros((padded - m, k), flat.dtype)])
-    parts = [fn(flat[i : i + rows]) for i in range(0, padded, rows)]
-    out = parts[0] if len(parts) == 1 else mx.concatenate(parts)
-    return out[:m].reshape(*lead, out.shape[-1])
+    if padded == rows or padded <= ONE_GEMM_UP_TO:
+        out = fn(flat)
+    else:
+        out = mx.concatenate([fn(flat[i : i + rows]) for i in range(0, padded, rows)])
+    if padded != m:
+        out = out[:m]
+    return out.reshape(*lead, out.shape[-1])
 
 
 class _Blocked(nn.Module):

@@ -1,0 +1,15 @@
+# Issue 28, h200b session, call 4 of 4 (straight after s5-h200b-gates.sh, on the warm
+# machine): the issue's table with every path in one call, the invariant path with the
+# floor call 3 chose (/tmp/h200b-floor).
+export PYTHONUNBUFFERED=1 PYTHONPATH=/tmp/site:$PWD BATCHLAB_CACHE=/tmp/blc
+export BATCHLAB_INVARIANT_ONE_GEMM=$(cat /tmp/h200b-floor 2>/dev/null || echo 0)
+R=$OUT/t; mkdir -p $R; echo "floor $BATCHLAB_INVARIANT_ONE_GEMM" | tee $R/floor.txt
+pack() { tar czf $OUT/t.tgz -C $OUT t; }
+nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,power.draw,temperature.gpu --format=csv > $R/gpu.txt 2>&1
+timeout 270 python3 -m batchlab bench --model llama-3.2-1b --batch 1,64,256 --prompt-len 128 --gen-len 128 \
+  --paths fast,l1,invariant,kv8,kv4 --repeats 3 --out $R/bench > $R/bench-1b.log 2>&1
+grep -E "B=|failed|Error" $R/bench-1b.log; pack
+timeout 290 python3 -m batchlab bench --model llama-3.1-8b --batch 1,256 --prompt-len 128 --gen-len 128 \
+  --paths fast,l1,invariant,kv8,kv4 --repeats 3 --out $R/bench > $R/bench-8b.log 2>&1
+grep -E "B=|failed|Error" $R/bench-8b.log; pack
+ls $R/bench
