@@ -1,9 +1,12 @@
 # Issue 28, h200b session, call 4 of 4 (straight after s5-h200b-gates.sh, on the warm
 # machine): the issue's table with every path in one call, the invariant path with the
-# floor call 3 chose (/tmp/h200b-floor).
+# floor and row kernel call 3 chose
+# (/tmp/h200b-floor, /tmp/h200b-gqa).
 export PYTHONUNBUFFERED=1 PYTHONPATH=/tmp/site:$PWD BATCHLAB_CACHE=/tmp/blc
 export BATCHLAB_INVARIANT_ONE_GEMM=$(cat /tmp/h200b-floor 2>/dev/null || echo 0)
-R=$OUT/t; mkdir -p $R; echo "floor $BATCHLAB_INVARIANT_ONE_GEMM" | tee $R/floor.txt
+export BATCHLAB_ROW_ATTENTION_GQA=$(cat /tmp/h200b-gqa 2>/dev/null || echo 0)
+R=$OUT/t; mkdir -p $R
+echo "floor $BATCHLAB_INVARIANT_ONE_GEMM gqa $BATCHLAB_ROW_ATTENTION_GQA" | tee $R/floor.txt
 pack() { tar czf $OUT/t.tgz -C $OUT t; }
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,power.draw,temperature.gpu --format=csv > $R/gpu.txt 2>&1
 timeout 270 python3 -m batchlab bench --model llama-3.2-1b --batch 1,64,256 --prompt-len 128 --gen-len 128 \

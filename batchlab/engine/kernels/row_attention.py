@@ -22,12 +22,18 @@ reach this module through ``attention_dispatch.py``.
 from __future__ import annotations
 
 import functools
+import os
 
 import mlx.core as mx
 
 from batchlab.backend import on_cuda
 
 WARPS = 4  # warps per (row, head) block; part of the fixed reduction order
+# Grouped-query models: one block per (row, KV head) for its query group
+# (``row_attention_gqa.py``), the same arithmetic per query head; on where the H200's
+# exact comparison with this kernel passed (tools/h200/row_gqa_probe.py).
+GQA_ENV = "BATCHLAB_ROW_ATTENTION_GQA"
+GQA = os.environ.get(GQA_ENV, "0") == "1"
 
 _KERNEL_SOURCE = """
     const int b = blockIdx.z;
@@ -160,6 +166,12 @@ def _cuda_row_attention(queries, keys, values, first_keys, scale, sinks):  # not
         first_keys = first_keys.astype(mx.int32)
     inputs = [queries, keys, values, first_keys, scale_arr,
               sinks if with_sinks else no_sinks]  # sinks read only with sinks
+    if GQA:
+        from batchlab.engine.kernels import row_attention_gqa as gqa
+
+        if gqa.fits(n_heads, keys.shape[1], maxd):
+            return gqa.gqa_row_attention(inputs, queries.dtype, b, n_heads, keys.shape[1],
+                                         dv, maxd, with_sinks)
     return _kernel()(
         inputs=inputs,
         template=[("T", queries.dtype), ("MAXD", maxd), ("NW", WARPS),
