@@ -1,3 +1,10 @@
+# As run (h200b, 2026-12-02): the probe found FLOOR 64 (one GEMM is not the blocks at
+# M >= 128 for three shapes: BATCHLAB_INVARIANT_ONE_GEMM, since removed, was a no-op at
+# 64) and the GQA kernel identical; every cell of both gate runs passed the solo gate,
+# but allpass() saw the second judge's NO-GOLDEN / FAIL (no CUDA goldens with logprobs)
+# and fell back; matrices/invariant-cuda.toml did not load (it names the real model,
+# whose GGUF the machine cannot fetch); the profile hit its 90 s timeout, no output.
+# See reports/bench/cuda-sm90/issue28-*/README.md of this branch.
 # Issue 28, h200b session, call 3 of 4 (after the staging calls that copy p1 and p2 to
 # /tmp/stage): run from this branch's tree unpacked in /tmp/h200b-tree.
 #   1. the GEMM floor probe (tools/h200/gemm_floor_probe.py): its last line FLOOR <M>;

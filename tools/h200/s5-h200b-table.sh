@@ -1,3 +1,6 @@
+# As run (h200b, 2026-12-02): on the warm machine after s5-h200b-gates.sh, with
+# `echo 0 > /tmp/h200b-floor && echo 1 > /tmp/h200b-gqa` first (the fixed 64-row blocks,
+# the GQA row kernel: what the probes and the solo gate supported; now the defaults).
 # Issue 28, h200b session, call 4 of 4 (straight after s5-h200b-gates.sh, on the warm
 # machine): the issue's table with every path in one call, the invariant path with the
 # floor and row kernel call 3 chose

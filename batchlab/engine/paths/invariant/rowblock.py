@@ -19,24 +19,19 @@ are not blocked but swapped (``invariant_modules.py``).
 from __future__ import annotations
 
 import copy
-import os
 
 import mlx.core as mx
 from mlx import nn
 
 from batchlab.engine.paths.invariant.modules import invariant_module
 
-# The largest M computed as ONE padded GEMM instead of blocks of ``rows`` rows (0: always
-# blocks). A floor is only as good as the probe that found every M up to it identical to
-# the blocks, shape by shape (tools/h200/gemm_floor_probe.py); the H200 run sets it
-# through the environment until its gate has passed (docs/invariant.md, "One GEMM").
-ONE_GEMM_ENV = "BATCHLAB_INVARIANT_ONE_GEMM"
-ONE_GEMM_UP_TO = int(os.environ.get(ONE_GEMM_ENV, "0") or 0)
-
 
 def blocked_rows(fn, x: mx.array, rows: int) -> mx.array:
-    """``fn(x)`` computed ``rows`` rows at a time over the flattened leading axes of x
-    (or in one GEMM of M padded to a multiple of ``rows``, up to ``ONE_GEMM_UP_TO``).
+    """``fn(x)`` computed ``rows`` rows at a time over the flattened leading axes of x.
+
+    Not one padded GEMM for larger M: the H200 probe (tools/h200/gemm_floor_probe.py,
+    docs/invariant.md) found three of the ten llama-3.2-1b / 3.1-8b projection shapes
+    whose rows at M >= 128 differ from the same rows in 64-row blocks.
 
     An input whose M is already a whole block (the invariant path pads its decode batch:
     ``InvariantScheduler._decode_logprobs``) is neither padded nor cut: a reshape, the
@@ -47,7 +42,7 @@ def blocked_rows(fn, x: mx.array, rows: int) -> mx.array:
     padded = -(-m // rows) * rows
     if padded != m:
         flat = mx.concatenate([flat, mx.zeros((padded - m, k), flat.dtype)])
-    if padded == rows or padded <= ONE_GEMM_UP_TO:
+    if padded == rows:
         out = fn(flat)
     else:
         out = mx.concatenate([fn(flat[i : i + rows]) for i in range(0, padded, rows)])
