@@ -342,3 +342,13 @@ def test_the_padded_decode_batch_keeps_every_bit_and_stores_only_real_rows(monke
     # tokens, then the decode forwards, padded to a block of 8 or not
     assert padded_seen == [(3, 3, 7), (3, 3, 1)] + [(8, 3, 1)] * 4
     assert plain_seen == [(3, 3, 7), (3, 3, 1)] + [(3, 3, 1)] * 4
+
+
+def test_the_gqa_row_kernel_keeps_the_per_head_kernels_warps():
+    """Both CUDA row kernels split a row's keys over the same warps (w, w + 4, ...): the
+    reduction order that makes their bits equal (tools/h200/row_gqa_probe.py)."""
+    from batchlab.engine.kernels import row_attention, row_attention_gqa
+
+    assert row_attention.WARPS == row_attention_gqa.WARPS == 4
+    assert row_attention_gqa.fits(32, 8, 128) and not row_attention_gqa.fits(32, 32, 128)
+    assert not row_attention_gqa.fits(64, 4, 256)  # 4 x 16 x 256 floats: past 32 KB

@@ -27,6 +27,7 @@ import os
 import mlx.core as mx
 
 from batchlab.backend import on_cuda
+from batchlab.engine.kernels import row_attention_gqa as gqa
 
 WARPS = 4  # warps per (row, head) block; part of the fixed reduction order
 # Grouped-query models: one block per (row, KV head) for its query group
@@ -167,12 +168,9 @@ def _cuda_row_attention(queries, keys, values, first_keys, scale, sinks):  # not
         first_keys = first_keys.astype(mx.int32)
     inputs = [queries, keys, values, first_keys, scale_arr,
               sinks if with_sinks else no_sinks]  # sinks read only with sinks
-    if GQA:
-        from batchlab.engine.kernels import row_attention_gqa as gqa
-
-        if gqa.fits(n_heads, keys.shape[1], maxd):
-            return gqa.gqa_row_attention(inputs, queries.dtype, b, n_heads, keys.shape[1],
-                                         dv, maxd, with_sinks)
+    if GQA and gqa.fits(n_heads, keys.shape[1], maxd):
+        return gqa.gqa_row_attention(inputs, queries.dtype, b, n_heads, keys.shape[1], dv,
+                                     maxd, with_sinks)
     return _kernel()(
         inputs=inputs,
         template=[("T", queries.dtype), ("MAXD", maxd), ("NW", WARPS),

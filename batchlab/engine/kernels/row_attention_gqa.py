@@ -19,8 +19,9 @@ import functools
 
 import mlx.core as mx
 
-from batchlab.engine.kernels.row_attention import WARPS
-
+# the per-head kernel's warps per block (``row_attention.WARPS``; a unit test holds them
+# equal): warp w takes keys w, w + 4, ..., part of the reduction order both share
+WARPS = 4
 MAX_SHARED_FLOATS = 8192  # warp partials: NW x G x MAXD floats (32 KB) at most
 
 _SOURCE = """
