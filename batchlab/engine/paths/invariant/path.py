@@ -38,6 +38,7 @@ measured by KL.
 from __future__ import annotations
 
 import dataclasses
+import os
 
 import mlx.core as mx
 from mlx import nn
@@ -57,12 +58,23 @@ from batchlab.engine.paths.invariant.rowblock import blocked_model
 # the H200 probes found identical for every shape tried (FACTS.md: 4096x4096 switches
 # between M=2 and M=64; 4-bit switches between M=3 and M=8).
 GPU_ROW_BLOCK = 64
+# An H200 experiment's override of GPU_ROW_BLOCK (e.g. 256: one GEMM per projection at
+# every B <= 256, a fixed M as well; docs/invariant.md, "Decode cost"). Not the CPU's.
+ROW_BLOCK_ENV = "BATCHLAB_INVARIANT_ROW_BLOCK"
 
 
 def default_row_block() -> int | None:
     """None on the CPU backend (its matmul is row-invariant across M: docs/invariant.md),
-    ``GPU_ROW_BLOCK`` elsewhere."""
-    return None if mx.default_device().type == mx.cpu else GPU_ROW_BLOCK
+    ``GPU_ROW_BLOCK`` elsewhere (or ``$BATCHLAB_INVARIANT_ROW_BLOCK`` when set)."""
+    if mx.default_device().type == mx.cpu:
+        return None
+    override = os.environ.get(ROW_BLOCK_ENV, "")
+    if not override:
+        return GPU_ROW_BLOCK
+    if not override.isdigit() or int(override) < 1:  # not gated: gpu only
+        raise ValueError(f"{ROW_BLOCK_ENV}={override!r}: give a number of rows >= 1 "
+                         f"(default {GPU_ROW_BLOCK}), or unset it")
+    return int(override)  # not gated: gpu only
 
 
 class _PaddedRowInts(RowIntsAttribute):
