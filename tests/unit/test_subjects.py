@@ -118,3 +118,54 @@ def test_a_cell_beyond_the_declared_capabilities_is_unsupported_with_the_reason(
     r = evaluate_cell(replace(cell, path="fast"), ref("mlx-lm"))  # an l1 golden
     assert r.status is Status.UNSUPPORTED
     assert r.detail == "subject mlx-lm runs paths l1; this cell asks for path fast"
+
+
+STANDALONE = HERE.parent.parent / "oracles" / "peers" / "mlx_lm_peer.py"
+
+
+def test_the_standalone_peer_is_built_from_mlx_lm_alone():
+    import ast
+
+    tree = ast.parse(STANDALONE.read_text())
+    roots = {(n.module if isinstance(n, ast.ImportFrom) else a.name).split(".")[0]
+             for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))
+             for a in n.names}
+    assert roots - set(sys.stdlib_module_names) == {"mlx", "mlx_lm"}
+
+
+def test_the_standalone_peer_passes_and_plays_a_subject_bug(monkeypatch):
+    engine = f"process:{sys.executable} {STANDALONE}"
+    assert [r.status for r in run(engine, STATIC)] == [Status.PASS]
+    close_subjects()
+    monkeypatch.setenv("BATCHLAB_PEER_BUG", "subject-stale-logprobs")
+    (r,) = run(engine, STATIC)
+    assert r.status is Status.FAIL
+    assert {k: r.divergence[k] for k in ("row", "index", "what")} == {
+        "row": "A", "index": 1, "what": "bits"}
+
+
+def test_selftest_modes_say_which_bugs_reach_a_subject():
+    from batchlab.selftest.catalog import select_bugs
+    from batchlab.selftest.modes import mode_for
+
+    engine_bug, = select_bugs("scalar-offset")
+    subject_bug, = select_bugs("subject-ignores-remove")
+    fault, = select_bugs("peer-hangs")
+    assert mode_for("batchlab").skip(engine_bug) is None
+    assert mode_for("mlx-lm").skip(engine_bug) == (
+        "patches batchlab's engine, which subject mlx-lm does not run")
+    assert mode_for("mlx-lm").skip(subject_bug) is None
+    assert mode_for("files:x").skip(fault) == (
+        "a peer fault needs a process peer (--engine 'process:...')")
+
+
+def test_a_subject_bug_is_caught_from_files():
+    from batchlab.selftest.run import run_selftest
+
+    report = run_selftest(DEFAULT_MATRIX, DEFAULT_GOLDENS, bug="subject-step-late",
+                          engine="files")
+    (kill,) = report.kills
+    assert report.ok and kill.caught
+    assert [r.status for r in kill.results] == [Status.FAIL, Status.FAIL]
+    assert kill.results[0].divergence["what"] == "step"
+    assert kill.results[0].rerun.startswith("batchlab matrix judge ")
