@@ -8,6 +8,7 @@ Cells are two quick ones of the default matrix, judged against the committed gol
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -169,3 +170,20 @@ def test_a_subject_bug_is_caught_from_files():
     assert [r.status for r in kill.results] == [Status.FAIL, Status.FAIL]
     assert kill.results[0].divergence["what"] == "step"
     assert kill.results[0].rerun.startswith("batchlab matrix judge ")
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
+def test_a_javascript_peer_replays_trajectories_through_the_protocol(tmp_path):
+    from batchlab.subjects.engine import BatchlabSubject
+    from batchlab.zoo.load import resolve
+
+    export_scripts([CELLS[STATIC]], tmp_path, {"llama": str(resolve("llama"))})
+    play_scripts(BatchlabSubject(), tmp_path / "scripts", tmp_path / "out")
+    engine = f"process:node {STANDALONE.parent / 'replay_peer.js'} {tmp_path / 'out'}"
+    assert [r.status for r in run(engine, STATIC)] == [Status.PASS]
+    path = tmp_path / "out" / (stem(STATIC, CELLS[STATIC].definition_digest()) + ".json")
+    d = json.loads(path.read_text())
+    d["rows"]["B"][2]["token"] += 1
+    path.write_text(json.dumps(d))
+    (r,) = run(engine, STATIC)
+    assert r.status is Status.FAIL and {k: r.divergence[k] for k in WRONG} == WRONG
