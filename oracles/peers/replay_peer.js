@@ -13,6 +13,7 @@
 // reference peer writes them); a file's name is the script's "trajectory" name:
 // <cell id with / as __>.<setup.digest>.json.
 "use strict";
+const crypto = require("crypto");
 const fs = require("fs");
 const path = require("path");
 const readline = require("readline");
@@ -47,11 +48,24 @@ function rowBytes(values, dtype) {
   return out;
 }
 
-let pending = [], n = 0, dtype = null;
+// The compact form keeps the row's digest, not its dtype, which may differ from the
+// model's (a quantized model's rows can be float32): the dtype whose bytes give the
+// recorded digest is the row's; none is a corrupt file.
+function emission(e, file) {
+  for (const d of [dtype, "float32", "bfloat16", "float16"]) {
+    const bytes = rowBytes(e.values, d);
+    if (crypto.createHash("sha256").update(bytes).digest("hex").slice(0, 16) === e.digest) {
+      return { row: e.row, token: e.token, logprobs: { dtype: d, b64: bytes.toString("base64") } };
+    }
+  }
+  throw new Error(`${file}: row ${e.row} step ${e.step}: no dtype of its values gives digest ${e.digest}`);
+}
+
+let pending = [], n = 0, dtype = null, file = null;
 
 function open(setup) {
   const stem = setup.cell.split("/").join("__") + (setup.digest ? "." + setup.digest : "");
-  const file = path.join(folder, stem + ".json");
+  file = path.join(folder, stem + ".json");
   if (!fs.existsSync(file)) return { ok: false, error: `no trajectory ${file}` };
   const t = JSON.parse(fs.readFileSync(file, "utf8"));
   if (t.unsupported) return { ok: false, unsupported: t.unsupported };
@@ -61,7 +75,7 @@ function open(setup) {
   for (const [row, steps] of Object.entries(t.rows)) {
     for (const s of steps) {
       if (s.values === undefined) return { ok: false, error: `${file}: no "values" to replay` };
-      pending.push({ step: s.step, row, token: s.token, values: s.values });
+      pending.push({ step: s.step, row, token: s.token, values: s.values, digest: s.digest });
     }
   }
   pending.sort((a, b) => a.step - b.step); // stable: rows keep their order within a step
@@ -86,11 +100,7 @@ function answer(msg) {
       return { ok: true, active: active() }; // the rows' emissions are in the file
     case "step": {
       const emissions = [];
-      while (pending.length && pending[0].step <= n) {
-        const e = pending.shift();
-        emissions.push({ row: e.row, token: e.token,
-                         logprobs: { dtype, b64: rowBytes(e.values, dtype).toString("base64") } });
-      }
+      while (pending.length && pending[0].step <= n) emissions.push(emission(pending.shift(), file));
       n += 1;
       return { ok: true, active: active(), emissions };
     }
@@ -107,5 +117,11 @@ lines.on("line", (line) => {
   if (!line.trim()) return;
   const msg = JSON.parse(line);
   if (msg.op === "bye") process.exit(0);
-  process.stdout.write(JSON.stringify(answer(msg)) + "\n");
+  let reply;
+  try {
+    reply = answer(msg);
+  } catch (err) {
+    reply = { ok: false, error: String(err.message || err) }; // this cell's ERROR
+  }
+  process.stdout.write(JSON.stringify(reply) + "\n");
 });
