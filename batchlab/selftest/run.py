@@ -63,6 +63,8 @@ class Kill:
             return "[bold red]NO[/] (not injected)"
         if self.caught:
             return "[green]yes[/]"
+        if self.bug.kind == "peer" and self.results and self.results[0].status is Status.ERROR:
+            return "[bold red]NO[/] (the fault reached other cells)"
         if self.killers:  # e.g. only ERROR for a silent bug: the patch itself may be broken
             return f"[bold red]NO[/] (no {self.bug.caught_as}: injector broken?)"
         return "[bold red]NO[/]"
