@@ -83,7 +83,9 @@ class SelftestReport:
 
     @property
     def dirty_control(self) -> list[CellResult]:
-        return [r for r in self.control if r.status not in CLEAN]
+        """UNSUPPORTED is clean too: a subject that declares less (no history, say) leaves
+        those cells out, and bugs whose cells are all out cannot reach it."""
+        return [r for r in self.control if r.status not in CLEAN | {Status.UNSUPPORTED}]
 
     @property
     def ok(self) -> bool:
@@ -134,17 +136,21 @@ def run_selftest(
         union = {c.id: c for b in bugs if not skips[b.name] for c in per_bug[b.name]}
         on_step(f"control: {len(union)} cells, no bug, subject {engine}")
         control = tuple(mode.control(sorted(union.values(), key=lambda c: order[c.id]), ref_of))
-        if any(r.status not in CLEAN for r in control):
+        if any(r.status not in CLEAN | {Status.UNSUPPORTED} for r in control):
             return SelftestReport(control=control, kills=(), engine=engine,
                                   seconds=time.perf_counter() - start)
+        beyond = {r.cell_id: r.detail for r in control if r.status is Status.UNSUPPORTED}
         kills = []
         for b in bugs:
+            cells = [c for c in per_bug[b.name] if c.id not in beyond]
+            if not skips[b.name] and not cells:
+                skips[b.name] = f"its cells are UNSUPPORTED here: {beyond[per_bug[b.name][0].id]}"
             if skips[b.name]:
                 kills.append(Kill(bug=b, results=(), skipped=skips[b.name]))
                 continue
-            on_step(f"{b.name}: {len(per_bug[b.name])} cells")
+            on_step(f"{b.name}: {len(cells)} cells")
             try:
-                results = tuple(mode.run(b, per_bug[b.name], ref_of))
+                results = tuple(mode.run(b, cells, ref_of))
             except InjectionError as err:  # evaluate_cell never raises: this is the patching
                 kills.append(Kill(bug=b, results=(), broken=str(err)))
                 continue
@@ -190,8 +196,10 @@ def print_report(console, report: SelftestReport) -> None:
                    or (how(killers[0]) if killers else "every candidate passed")),
         )
     console.print(table)
+    out = sum(r.status is Status.UNSUPPORTED for r in report.control)
+    beyond = f" ({out} UNSUPPORTED by subject {escape(report.engine)}: left out)" if out else ""
     console.print(f"control: {len(report.control)} cells with no bug injected, all PASS or "
-                  "ORACLE-BUG", style="dim", highlight=False)
+                  f"ORACLE-BUG{beyond}", style="dim", highlight=False, emoji=False)
     if len(report.kills) <= 3:  # a --bug run: say what was injected and why it matters
         for k in report.kills:
             console.print(f"[bold]{k.bug.name}[/]: {escape(k.bug.description)}\n"
@@ -201,6 +209,8 @@ def print_report(console, report: SelftestReport) -> None:
 
 def selftest_command(args, console) -> int:
     import os
+
+    from rich.markup import escape
 
     from batchlab.subjects.choose import check_engine
 
@@ -219,7 +229,7 @@ def selftest_command(args, console) -> int:
         console = Console(file=console.file, width=LOG_WIDTH)
     print_report(console, report)
     verdict = "[green]gate OK[/]" if report.ok else "[bold red]gate NOT proven[/]"
-    console.print(f"[bold]{report.summary()}[/] ({verdict}); subject {engine}; matrix "
+    console.print(f"[bold]{escape(report.summary())}[/] ({verdict}); subject {escape(engine)}; matrix "
                   f"{shown(args.matrix)}, "
-                  f"wall time {report.seconds:.1f} s", highlight=False)
+                  f"wall time {report.seconds:.1f} s", highlight=False, emoji=False)
     return 0 if report.ok else 1

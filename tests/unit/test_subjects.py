@@ -187,3 +187,16 @@ def test_a_javascript_peer_replays_trajectories_through_the_protocol(tmp_path):
     path.write_text(json.dumps(d))
     (r,) = run(engine, STATIC)
     assert r.status is Status.FAIL and {k: r.divergence[k] for k in WRONG} == WRONG
+
+
+def test_a_bug_whose_cells_a_subject_refuses_cannot_reach_it():
+    from batchlab.selftest.run import run_selftest
+
+    report = run_selftest(DEFAULT_MATRIX, DEFAULT_GOLDENS, bug="subject-drops-parked-history",
+                          engine="subject_peers:no_history")
+    assert [r.status for r in report.control] == [Status.UNSUPPORTED, Status.UNSUPPORTED]
+    assert report.dirty_control == []
+    (kill,) = report.kills
+    assert kill.skipped == ("its cells are UNSUPPORTED here: subject batchlab declares no "
+                            "history (prefix, park/resume, continue); this cell uses it")
+    assert not report.ok  # nothing ran: nothing is proven
