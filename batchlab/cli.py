@@ -140,11 +140,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     from batchlab.commands.bench import add_bench_parser
     from batchlab.commands.gate import add_gate_parser
+    from batchlab.commands.http import add_http_parser
     from batchlab.commands.lab import add_lab_parser
     from batchlab.serve.cli import add_serve_parser
     from batchlab.serve.load import add_load_parser
     add_bench_parser(sub)
     add_gate_parser(sub)
+    add_http_parser(sub)
     add_lab_parser(sub)
     add_serve_parser(sub)
     add_load_parser(sub)

@@ -197,7 +197,8 @@ def _second_gate(cell, ref, judging, got, result, tokens, solo: str) -> CellResu
         return result(Status.ORACLE_BUG, f"{solo}; {verdict.detail}; but the oracle's batch "
                       f"bits are self-inconsistent: {_bug_text(golden.oracle_bug)}",
                       tokens=tokens)
-    return result(Status.PASS if verdict.passed else Status.FAIL, f"{solo}; {verdict.detail}",
+    failed = Status.STALE if verdict.stale else Status.FAIL
+    return result(Status.PASS if verdict.passed else failed, f"{solo}; {verdict.detail}",
                   tokens=tokens, divergence=verdict.divergence and verdict.divergence.as_dict(),
                   kl=verdict.kl and verdict.kl.as_dict())
 

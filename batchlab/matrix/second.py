@@ -30,6 +30,7 @@ class SecondVerdict:
     detail: str
     divergence: Divergence | None = None
     kl: KLStats | None = None
+    stale: bool = False  # the golden cannot serve this judge: made before it needed logprobs
 
 
 def greedy_rows(cell: Cell) -> list[str]:
@@ -77,7 +78,7 @@ def second_judge(cell: Cell, judging: Judging, exact: bool, golden: Trajectory,
         return SecondVerdict(passed=False, divergence=divergence, detail=where)
     gate = SECOND_KL_GATE
     if any(s.values is None for steps in want.rows.values() for s in steps):
-        return SecondVerdict(passed=False, divergence=divergence,
+        return SecondVerdict(passed=False, divergence=divergence, stale=True,
                              detail=f"{where}; the golden keeps no logprobs for the KL gate: "
                                     "regenerate it (`batchlab golden regen`) or rerun --live")
     stats = kl_stats(want, have)

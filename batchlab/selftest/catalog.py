@@ -372,6 +372,12 @@ CATALOG: tuple[SeededBug, ...] = (
          invariant_bugs.prefill_reads_right_padding,
          "rule: the batched prefill's attention runs over exactly each row's keys "
          "(issue 28); seen when its spans were written: max |d logprob| 4.28"),
+    _bug("invariant-padded-decode-keeps-padding-rows",
+         "invariant-blocked/llama/B8/ragged/static/ctx-short/steps6",
+         invariant_bugs.padded_decode_keeps_padding_rows,
+         "rule: the padded decode batch (issue 28, h200b) cuts its logits back to the "
+         "batch's rows; seen when it was written: all 3 invariant-blocked/llama cells "
+         "failed (B 12 and 6 by the second judge alone, the solo gate passing)"),
     # -- found by mutation testing, round 2 (docs/mutation.md)
     _bug("invariant-queued-row-batch-sampler",
          "invariant/llama/B4/ragged/join-evict/ctx-short/rs-*,"

@@ -13,6 +13,7 @@ import mlx.core as mx
 from batchlab.engine.caches import state, window
 from batchlab.engine.caches.ring import BatchRing
 from batchlab.engine.core.factory import BatchCaches
+from batchlab.engine.core.scheduler import Scheduler
 from batchlab.engine.paths.invariant import path as invariant
 from batchlab.selftest.inject import Patch, original
 
@@ -83,3 +84,28 @@ def prefill_reads_right_padding() -> list[Patch]:
         return first, tuple(self._idx for _ in first), counts
 
     return [Patch(owner=invariant.RowKV, name="prefill_spans", value=prefill_spans)]
+
+
+def padded_decode_keeps_padding_rows() -> list[Patch]:
+    """The invariant path's padded decode batch (issue 28: B padded to whole GEMM blocks)
+    cuts the logits from the wrong end, keeping the padding rows' (token 0 at offset 0).
+    A batch of exactly one block (B 8 at 8-row blocks) has no padding and is right, the
+    same row alone is not: the solo gate fails; in batches that are padded too, only the
+    second judge (the batch oracle's golden) sees it."""
+
+    def decode_logprobs(self, inputs, caches):
+        rows = len(inputs)
+        pad = -rows % self.rows_per_gemm if self.pads_decode else 0
+        if not pad:
+            return Scheduler._decode_logprobs(self, inputs, caches)
+        for cache in caches:
+            cache.pad_rows = pad
+        try:
+            logits = self.model(mx.pad(inputs, (0, pad))[:, None], cache=caches)[-rows:, -1, :]
+        finally:
+            for cache in caches:
+                cache.pad_rows = 0
+        return logits - mx.logsumexp(logits, axis=-1, keepdims=True)
+
+    return [Patch(owner=invariant.InvariantScheduler, name="_decode_logprobs",
+                  value=decode_logprobs)]

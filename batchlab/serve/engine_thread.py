@@ -63,6 +63,10 @@ class ServeEngine:
             raise ValueError("--prompt-concurrency and --prefill-step-size must be >= 1")
         if kv_budget is not None and kv_budget <= 0:
             raise ValueError("--kv-budget must be a positive number of bytes")
+        if issubclass(scheduler_class, InvariantScheduler):
+            # the invariant path refuses a row with history, and a cache hit is one: the
+            # step raised and took every running row down (`batchlab http check` found it)
+            prompt_cache_size = 0
         prompt_cache = PromptCache(prompt_cache_size, prompt_cache_bytes)
         self.max_batch = max_batch
         self.row_cost: RowCost = measure_row_cost(model, scheduler_class)

@@ -172,18 +172,27 @@ class Generation:
             return {"content": [self._chat_logprob(t) for t in tokens], "refusal": None}
         if self.req.logprobs is None:
             return None
-        spell = self.state.spell
-        spelled = [spell(t.id) for t in tokens]
+        spell = self.spell
         offsets = []
-        for text in spelled:
+        for t in tokens:
             offsets.append(choice.text_offset)
-            choice.text_offset += len(text)
-        return {"tokens": spelled, "token_logprobs": [t.logprob for t in tokens],
+            choice.text_offset += len(self.state.spell(t.id))
+        return {"tokens": [spell(t.id) for t in tokens],
+                "token_logprobs": [t.logprob for t in tokens],
                 "top_logprobs": [_top_dict(spell, t.top) for t in tokens],
                 "text_offset": offsets}
 
+    @property
+    def spell(self):
+        """How logprobs name a token: its text, or ``token_id:N`` when the request sets
+        vLLM's ``return_tokens_as_token_ids`` (texts collide: every lone UTF-8
+        continuation byte spells U+FFFD, so only ids name the alternatives)."""
+        if self.req.return_tokens_as_token_ids:
+            return lambda token: f"token_id:{token}"
+        return self.state.spell
+
     def _chat_logprob(self, t: Token) -> dict:
-        spell = self.state.spell
+        spell = self.spell
 
         def one(i, lp):
             s = spell(i)

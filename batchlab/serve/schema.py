@@ -75,6 +75,7 @@ class Common(BaseModel):
     stream_options: StreamOptions | None = None
     stop: StrictStr | list[StrictStr] | None = None
     stop_token_ids: list[StrictInt] | None = Field(None, max_length=1024)  # beyond OpenAI
+    return_tokens_as_token_ids: StrictBool = False  # beyond OpenAI, vLLM's: "token_id:N"
     user: StrictStr | None = None  # metadata: recorded in the access log only
     # the engine's per-row logits processors (mlx-lm's make_logits_processors, op for op)
     presence_penalty: float | None = Field(None, ge=-2, le=2, allow_inf_nan=False)

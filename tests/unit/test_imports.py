@@ -52,8 +52,11 @@ ALLOWED = {
     "lab": {*BASE, *ENGINE, "zoo", "judging", "cells"},
     "bench": {*BASE, *ENGINE, "zoo", "judging", "cells", "oracle"},
     "serve": {*BASE, *ENGINE, "zoo"},
+    # a running OpenAI-compatible server held to the goldens over HTTP (no engine)
+    "http_gate": {*BASE, "zoo", "cells", "golden"},
     "commands": {*BASE, *ENGINE, "gguf", "zoo", "judging", "cells", "golden", "oracle",
-                 "report", "subjects", "matrix", "selftest", "gate", "lab", "bench", "serve"},
+                 "report", "subjects", "matrix", "selftest", "gate", "lab", "bench", "serve",
+                 "http_gate"},
     "cli": {*BASE, "commands", "selftest", "serve"},
     "__main__": {"cli"},
 }

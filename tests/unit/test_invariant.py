@@ -299,3 +299,56 @@ def test_the_dispatch_forgets_the_oldest_served_keys_past_its_bound(monkeypatch)
         attention_dispatch._remember(k, c)
     assert attention_dispatch._cache_of(keys[0], None) is None
     assert attention_dispatch._cache_of(keys[2], None) is caches[2]
+
+
+def _run_blocked(monkeypatch, model, pads_decode: bool, seen: list):
+    """Run the path with its GPU measures (8-row GEMMs) on three ragged prompts; return
+    every emission's (row, token, logprob bytes)."""
+    from batchlab.engine.core.batch import Request
+    from batchlab.engine.paths.invariant.path import BlockedInvariantScheduler
+
+    s = BlockedInvariantScheduler(model)
+    s.pads_decode = pads_decode
+    forward = type(s.model).__call__
+
+    def spy(self, x, cache):
+        out = forward(self, x, cache=cache)
+        seen.append((x.shape[0], cache[0].keys.shape[0], x.shape[1]))  # rows in, rows kept
+        return out
+
+    monkeypatch.setattr(type(s.model), "__call__", spy)
+    s.insert([Request(name=f"r{i}", prompt=tuple(range(1, 3 + 3 * i)), max_tokens=4)
+              for i in range(3)])
+    out = []
+    while s.num_active:
+        for e in s.step():
+            row = e.step_logprobs[e.row] if e.step_logprobs is not None else mx.zeros((1,))
+            out.append((e.name, e.token, bytes(memoryview(row.astype(mx.float32)))))
+    monkeypatch.setattr(type(s.model), "__call__", forward)
+    return out
+
+
+def test_the_padded_decode_batch_keeps_every_bit_and_stores_only_real_rows(monkeypatch):
+    """GPU mode pads the decode batch to whole 8-row blocks (3 rows -> 8: the GEMMs get
+    whole blocks, no pad or cut per projection); on the CPU, whose matmul is row-invariant,
+    every row's logprobs equal the unpadded blocked decode's, and the caches keep the
+    batch's 3 rows (the padding rows' keys are dropped)."""
+    model = load("llama").model
+    padded_seen, plain_seen = [], []
+    padded = _run_blocked(monkeypatch, model, True, padded_seen)
+    plain = _run_blocked(monkeypatch, model, False, plain_seen)
+    assert padded == plain and len(padded) == 12
+    # (rows in, rows the caches keep, tokens): the prompt batch, the prompts' last
+    # tokens, then the decode forwards, padded to a block of 8 or not
+    assert padded_seen == [(3, 3, 7), (3, 3, 1)] + [(8, 3, 1)] * 4
+    assert plain_seen == [(3, 3, 7), (3, 3, 1)] + [(3, 3, 1)] * 4
+
+
+def test_the_gqa_row_kernel_keeps_the_per_head_kernels_warps():
+    """Both CUDA row kernels split a row's keys over the same warps (w, w + 4, ...): the
+    reduction order that makes their bits equal (tools/h200/row_gqa_probe.py)."""
+    from batchlab.engine.kernels import row_attention, row_attention_gqa
+
+    assert row_attention.WARPS == row_attention_gqa.WARPS == 4
+    assert row_attention_gqa.fits(32, 8, 128) and not row_attention_gqa.fits(32, 32, 128)
+    assert not row_attention_gqa.fits(64, 4, 256)  # 4 x 16 x 256 floats: past 32 KB

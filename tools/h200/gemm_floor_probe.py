@@ -1,5 +1,5 @@
-"""Issue 28, the next step for the invariant prefill: may one padded GEMM replace the
-fixed 64-row blocks once M >= 64? (Not run yet: written for the next H200 session.)
+"""Issue 28: may one padded GEMM replace the invariant path's fixed 64-row blocks once
+M >= 64 (decode at B > 64 and the batched prefill)? Run on the H200 in the h200b session.
 
 For every projection shape of llama-3.2-1b and llama-3.1-8b (and the tied / untied
 heads), compares each row of ``x @ W.T`` computed in 64-row blocks (what the invariant
@@ -22,7 +22,8 @@ SHAPES = {  # (out, in) of every distinct projection
     "llama-3.1-8b": [(4096, 4096), (1024, 4096), (14336, 4096), (4096, 14336),
                      (128256, 4096)],
 }
-MS = (64, 128, 192, 256, 1024, 4096, 8192, 16384, 32768)
+# every decode M (B up to 1024 padded to whole blocks), then the prefill's larger M
+MS = (*range(64, 1025, 64), 2048, 4096, 8192, 16384, 32768)
 BLOCK = 64
 
 
@@ -32,6 +33,7 @@ def blocked(x: mx.array, w: mx.array) -> mx.array:
 
 def main() -> None:
     mx.random.seed(0)
+    first_bad = []  # per shape: the smallest M whose rows differ from the blocks
     for model, shapes in SHAPES.items():
         for out_f, in_f in shapes:
             w = (mx.random.normal((out_f, in_f)) * 0.02).astype(mx.bfloat16)
@@ -49,8 +51,15 @@ def main() -> None:
                 del x, one, ref
             verdict = "identical at every M" if not differs else "DIFFERS: " + ", ".join(differs)
             print(f"{model} {out_f}x{in_f}: {verdict}", flush=True)
+            if differs:
+                first_bad.append(int(differs[0].split()[0][2:]))
             del w
             mx.clear_cache()
+    # the largest probed M below every shape's first difference: one GEMM up to there
+    # reproduces the blocks at every M probed (a machine-readable last line)
+    limit = min(first_bad, default=MS[-1] + 1)
+    floor = max((m for m in MS if m < limit), default=0)
+    print(f"FLOOR {floor}", flush=True)
 
 
 if __name__ == "__main__":

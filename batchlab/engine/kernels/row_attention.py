@@ -22,12 +22,20 @@ reach this module through ``attention_dispatch.py``.
 from __future__ import annotations
 
 import functools
+import os
 
 import mlx.core as mx
 
 from batchlab.backend import on_cuda
+from batchlab.engine.kernels import row_attention_gqa as gqa
 
 WARPS = 4  # warps per (row, head) block; part of the fixed reduction order
+# Grouped-query models: one block per (row, KV head) for its query group
+# (``row_attention_gqa.py``), the same arithmetic per query head: on the H200 its output
+# equalled this kernel's bit for bit at every shape probed (tools/h200/row_gqa_probe.py),
+# and the invariance gate passed with it. ``BATCHLAB_ROW_ATTENTION_GQA=0`` turns it off.
+GQA_ENV = "BATCHLAB_ROW_ATTENTION_GQA"
+GQA = os.environ.get(GQA_ENV, "1") != "0"
 
 _KERNEL_SOURCE = """
     const int b = blockIdx.z;
@@ -35,6 +43,13 @@ _KERNEL_SOURCE = """
     const int lane = threadIdx.x & 31;
     const int warp = threadIdx.x >> 5;
     const int n_q_heads = q_shape[1];
+    if (b >= k_shape[0]) {  // a padding row of the decode batch: zeros, no keys read
+        if (warp == 0) {
+            T* op = out + (b * n_q_heads + h) * v_shape[3];
+            for (int d = lane; d < v_shape[3]; d += 32) op[d] = static_cast<T>(0.0f);
+        }
+        return;
+    }
     const int n_kv_heads = k_shape[1];
     const int width = k_shape[2];
     const int dk = k_shape[3];
@@ -119,7 +134,8 @@ def _kernel():  # not gated: gpu only
 
 def row_attention(queries: mx.array, keys: mx.array, values: mx.array, first_keys: mx.array,
                   scale: float, sinks: mx.array | None = None) -> mx.array:
-    """Decode attention (one query per row) of row ``b`` over ``keys[b, :, first_keys[b]:]``."""
+    """Decode attention (one query per row) of row ``b`` over ``keys[b, :, first_keys[b]:]``;
+    zeros for the query rows past the keys' (a decode batch padded to a GEMM block)."""
     if on_cuda():  # not gated: gpu only
         return _cuda_row_attention(queries, keys, values, first_keys, scale, sinks)
     outs = []
@@ -127,7 +143,19 @@ def row_attention(queries: mx.array, keys: mx.array, values: mx.array, first_key
         outs.append(mx.fast.scaled_dot_product_attention(
             queries[b : b + 1], keys[b : b + 1, :, first:], values[b : b + 1, :, first:],
             scale=scale, sinks=sinks))
+    pad = queries.shape[0] - keys.shape[0]
+    if pad:
+        outs.append(mx.zeros((pad, *queries.shape[1:3], values.shape[-1]), queries.dtype))
     return mx.concatenate(outs)
+
+
+@functools.cache
+def _constants(scale: float) -> tuple[mx.array, mx.array]:
+    """The kernel's scale and its unused sinks stand-in: made (and evaluated) once, not
+    two uploads per layer and step."""
+    arrays = mx.array([scale], dtype=mx.float32), mx.zeros((1,), dtype=mx.float32)
+    mx.eval(arrays)
+    return arrays
 
 
 def _cuda_row_attention(queries, keys, values, first_keys, scale, sinks):  # not gated: gpu only
@@ -135,9 +163,14 @@ def _cuda_row_attention(queries, keys, values, first_keys, scale, sinks):  # not
     dv = values.shape[-1]
     maxd = 32 * -(-max(queries.shape[-1], dv) // 32)
     with_sinks = sinks is not None
-    inputs = [queries, keys, values, first_keys.astype(mx.int32),
-              mx.array([scale], dtype=mx.float32),
-              sinks if with_sinks else mx.zeros((1,), dtype=mx.float32)]  # read only with sinks
+    scale_arr, no_sinks = _constants(float(scale))
+    if first_keys.dtype != mx.int32:  # not gated: gpu only
+        first_keys = first_keys.astype(mx.int32)
+    inputs = [queries, keys, values, first_keys, scale_arr,
+              sinks if with_sinks else no_sinks]  # sinks read only with sinks
+    if GQA and gqa.fits(n_heads, keys.shape[1], maxd):
+        return gqa.gqa_row_attention(inputs, queries.dtype, b, n_heads, keys.shape[1], dv,
+                                     maxd, with_sinks)
     return _kernel()(
         inputs=inputs,
         template=[("T", queries.dtype), ("MAXD", maxd), ("NW", WARPS),

@@ -38,11 +38,13 @@ measured by KL.
 from __future__ import annotations
 
 import dataclasses
+import os
 
 import mlx.core as mx
 from mlx import nn
 
 from batchlab.engine.caches.kv import BatchKV
+from batchlab.engine.caches.rowints import RowIntsAttribute
 from batchlab.engine.caches.window import WindowKV
 from batchlab.engine.core.batch import Request
 from batchlab.engine.core.config import MLX_LM_DEFAULTS, ScheduleConfig
@@ -56,20 +58,60 @@ from batchlab.engine.paths.invariant.rowblock import blocked_model
 # the H200 probes found identical for every shape tried (FACTS.md: 4096x4096 switches
 # between M=2 and M=64; 4-bit switches between M=3 and M=8).
 GPU_ROW_BLOCK = 64
+# An H200 experiment's override of GPU_ROW_BLOCK (e.g. 256: one GEMM per projection at
+# every B <= 256, a fixed M as well; docs/invariant.md, "Decode cost"). Not the CPU's.
+ROW_BLOCK_ENV = "BATCHLAB_INVARIANT_ROW_BLOCK"
 
 
 def default_row_block() -> int | None:
     """None on the CPU backend (its matmul is row-invariant across M: docs/invariant.md),
-    ``GPU_ROW_BLOCK`` elsewhere."""
-    return None if mx.default_device().type == mx.cpu else GPU_ROW_BLOCK
+    ``GPU_ROW_BLOCK`` elsewhere (or ``$BATCHLAB_INVARIANT_ROW_BLOCK`` when set)."""
+    if mx.default_device().type == mx.cpu:
+        return None
+    override = os.environ.get(ROW_BLOCK_ENV, "")
+    if not override:
+        return GPU_ROW_BLOCK
+    if not override.isdigit() or int(override) < 1:  # not gated: gpu only
+        raise ValueError(f"{ROW_BLOCK_ENV}={override!r}: give a number of rows >= 1 "
+                         f"(default {GPU_ROW_BLOCK}), or unset it")
+    return int(override)  # not gated: gpu only
+
+
+class _PaddedRowInts(RowIntsAttribute):
+    """``RowKV.offset``: while the decode forward runs on a padded batch (``pad_rows``
+    set), the batch's offsets followed by ``pad_rows`` zeros, so RoPE sees as many rows
+    as the queries; the padded array is made once per step and shared by the layers."""
+
+    _last: tuple[mx.array, int, mx.array] | None = None  # (device offsets, pad, padded)
+
+    def __get__(self, obj, owner=None):
+        dev = super().__get__(obj, owner)
+        if obj is None or not obj.pad_rows:
+            return dev
+        last = _PaddedRowInts._last
+        if last is None or last[0] is not dev or last[1] != obj.pad_rows:
+            last = _PaddedRowInts._last = (dev, obj.pad_rows, mx.pad(dev, (0, obj.pad_rows)))
+        return last[2]
 
 
 class RowKV(BatchKV):
     """BatchKV whose decode attention runs by rows (``row_attention.py``) and whose
-    prefill attention runs over each row's own keys (``row_prefill.py``)."""
+    prefill attention runs over each row's own keys (``row_prefill.py``).
+
+    ``pad_rows``: rows the decode forward carries after the batch's own (the invariant
+    path pads its decode batch to a whole GEMM block: ``InvariantScheduler``). Their keys
+    are never stored, their RoPE offset is 0 and their attention output zeros."""
 
     attends_rows = True
     prefills_rows = True
+    offset = _PaddedRowInts()
+    pad_rows = 0
+
+    def update_and_fetch(self, keys: mx.array, values: mx.array) -> tuple[mx.array, mx.array]:
+        if self.pad_rows:
+            rows = keys.shape[0] - self.pad_rows
+            keys, values = keys[:rows], values[:rows]
+        return super().update_and_fetch(keys, values)
 
     def first_keys(self) -> mx.array:
         return self.left_padding
@@ -111,6 +153,7 @@ class InvariantScheduler(Scheduler):
     def __init__(self, model: nn.Module, config: ScheduleConfig = MLX_LM_DEFAULTS,
                  sampling: SamplingParams = GREEDY, row_sampler: type | None = None):
         rows = default_row_block() if self.row_block is None else self.row_block
+        together = False
         if rows:
             # Decode attention runs by rows, MoE experts and convolutions by token
             # (invariant_modules.py). Prompts are prefilled together where every layer's
@@ -118,12 +161,37 @@ class InvariantScheduler(Scheduler):
             # shapes of its run alone: no padding in its attention, SSM scan or expert sort).
             model = blocked_model(model, rows, invariant_modules=True)
             self.caches = BatchCaches(kv_class=RowKV, ring_class=RowWindowKV)
-            if not prefills_together(model, self.caches):
+            together = prefills_together(model, self.caches)
+            if not together:
                 self.prompts_per_step = config.prefill_batch_size
                 config = dataclasses.replace(config, prefill_batch_size=1)
             install_dispatch()
         super().__init__(model, config, sampling, row_sampler)
         self.rows_per_gemm = rows
+        # the decode batch padded to whole GEMM blocks: every layer a RowKV (nothing
+        # else in the forward sees the batch's rows), as for prefilling together
+        self.pads_decode = bool(rows) and together
+
+    def _decode_logprobs(self, inputs: mx.array, caches: list) -> mx.array:
+        """The decode forward on the batch padded with token-0 rows to a multiple of the
+        GEMM block: every projection then gets whole blocks as they are (no pad, split
+        or cut per projection: ~5 fewer ops each), the caches drop the padding rows'
+        keys (``RowKV.pad_rows``) and the logits are cut back to the batch's rows. A
+        row's bits are those of the blocked forward: at a fixed M a GEMM row does not
+        depend on the other rows (FACTS.md), and attention runs by rows."""
+        rows = len(inputs)
+        pad = -rows % self.rows_per_gemm if self.pads_decode else 0
+        if not pad:
+            return super()._decode_logprobs(inputs, caches)
+        for cache in caches:
+            cache.pad_rows = pad
+        try:
+            padded = mx.pad(inputs, (0, pad))
+            logits = self.model(padded[:, None], cache=caches)[:rows, -1, :]
+        finally:
+            for cache in caches:
+                cache.pad_rows = 0
+        return logits - mx.logsumexp(logits, axis=-1, keepdims=True)
 
     def _prefill_chunk(self) -> None:
         """Prefill with one prompt row at a time: up to ``prompts_per_step`` (the

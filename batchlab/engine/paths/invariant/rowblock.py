@@ -27,16 +27,28 @@ from batchlab.engine.paths.invariant.modules import invariant_module
 
 
 def blocked_rows(fn, x: mx.array, rows: int) -> mx.array:
-    """``fn(x)`` computed ``rows`` rows at a time over the flattened leading axes of x."""
+    """``fn(x)`` computed ``rows`` rows at a time over the flattened leading axes of x.
+
+    Not one padded GEMM for larger M: the H200 probe (tools/h200/gemm_floor_probe.py,
+    docs/invariant.md) found three of the ten llama-3.2-1b / 3.1-8b projection shapes
+    whose rows at M >= 128 differ from the same rows in 64-row blocks.
+
+    An input whose M is already a whole block (the invariant path pads its decode batch:
+    ``InvariantScheduler._decode_logprobs``) is neither padded nor cut: a reshape, the
+    product and a reshape, as many ops as MLX's matmul makes of a 3-D input itself."""
     lead, k = x.shape[:-1], x.shape[-1]
     flat = x.reshape(-1, k)
     m = flat.shape[0]
     padded = -(-m // rows) * rows
     if padded != m:
         flat = mx.concatenate([flat, mx.zeros((padded - m, k), flat.dtype)])
-    parts = [fn(flat[i : i + rows]) for i in range(0, padded, rows)]
-    out = parts[0] if len(parts) == 1 else mx.concatenate(parts)
-    return out[:m].reshape(*lead, out.shape[-1])
+    if padded == rows:
+        out = fn(flat)
+    else:
+        out = mx.concatenate([fn(flat[i : i + rows]) for i in range(0, padded, rows)])
+    if padded != m:
+        out = out[:m]
+    return out.reshape(*lead, out.shape[-1])
 
 
 class _Blocked(nn.Module):
