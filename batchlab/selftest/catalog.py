@@ -24,10 +24,12 @@ from batchlab.selftest import (
     model_bugs,
     mutation_bugs,
     paged_bugs,
+    peer_faults,
     quantized_bugs,
     regime2_bugs,
     regime_bugs,
     schedule_bugs,
+    subject_bugs,
 )
 from batchlab.selftest.inject import Patch
 
@@ -45,14 +47,18 @@ class SeededBug:
     # the matrix the candidates come from, relative to the project root; None: the one
     # the self-test runs (the default matrix). The invariance bugs use the solo gate's.
     matrix: str | None = None
+    # where the bug lives: "engine" (patches batchlab's engine: reaches only its subject),
+    # "subject" (an adapter's bookkeeping: wraps any subject, a peer plays it by name),
+    # "peer" (a process peer's fault: ERROR for its first candidate, the rest must PASS)
+    kind: str = "engine"
 
 
 def _bug(name: str, cells: str, inject: Callable[[], list[Patch]], history: str,
-         caught_as: str = "FAIL", matrix: str | None = None) -> SeededBug:
+         caught_as: str = "FAIL", matrix: str | None = None, kind: str = "engine") -> SeededBug:
     """The description is the injector's docstring: one text, next to the code it tells."""
     doc = " ".join((inject.__doc__ or "").split())
     return SeededBug(name=name, description=doc, history=history, cells=cells, inject=inject,
-                     caught_as=caught_as, matrix=matrix)
+                     caught_as=caught_as, matrix=matrix, kind=kind)
 
 
 INVARIANT_MATRIX = "matrices/invariant.toml"
@@ -381,6 +387,38 @@ CATALOG: tuple[SeededBug, ...] = (
          "rule: the invariant path draws each row from its own key (RowSampler); "
          "mutant scheduler insert__mutmut_9 survived the campaign's budget "
          "(reports/mutation/2026-12-01-r2)"),
+    # -- subjects: an adapter's bookkeeping between an engine and the protocol (issue 25);
+    # any subject, in-process or as a peer (`batchlab selftest --engine E`)
+    _bug("subject-step-late",
+         "l1/llama/B3/ragged/static/ctx-short,l1/llama/B3/ragged/join/ctx-short",
+         subject_bugs.step_late,
+         "rule: the emitting step is gated like the token (docs/wire-protocol.md: a token "
+         "belongs to the step whose reply carries it)", kind="subject"),
+    _bug("subject-drops-parked-history",
+         "l1/llama/B2/ragged/park-resume/ctx-wrap,l1/llama/B3/ragged/history/ctx-wrap",
+         subject_bugs.drops_parked_history,
+         "rule: a row inserted with history 'parked' continues from the caches it was "
+         "parked with (BatchGenerator.insert(caches=...))", kind="subject"),
+    _bug("subject-ignores-remove", _over(EVICTS, "llama"), subject_bugs.ignores_remove,
+         "rule: remove() evicts the row in the engine, wherever it is (BatchGenerator.remove)",
+         kind="subject"),
+    _bug("subject-stale-logprobs", _over(RAGGED, "llama") + ",l1/llama/B1/equal/static/*",
+         subject_bugs.stale_logprobs,
+         "rule: an emission carries the logprob row its token was drawn from (the digest "
+         "of those bytes is gated)", kind="subject"),
+    # -- process peers (docs/wire-protocol.md, Failures): ERROR for the one cell only
+    _bug("peer-crash-mid-cell",
+         "l1/llama/B3/ragged/join/ctx-short,l1/llama/B3/ragged/static/ctx-short",
+         peer_faults.crash, "rule: a peer that dies is ERROR for its cell; the run goes on",
+         caught_as="ERROR", kind="peer"),
+    _bug("peer-hangs",
+         "l1/llama/B3/ragged/join/ctx-short,l1/llama/B3/ragged/static/ctx-short",
+         peer_faults.hang, "rule: a peer that answers nothing within --timeout is ERROR "
+         "for its cell; the run goes on", caught_as="ERROR", kind="peer"),
+    _bug("peer-out-of-protocol",
+         "l1/llama/B3/ragged/join/ctx-short,l1/llama/B3/ragged/static/ctx-short",
+         peer_faults.out_of_protocol, "rule: a reply that is not one JSON object with a "
+         "boolean ok is ERROR for its cell; the run goes on", caught_as="ERROR", kind="peer"),
 )
 # fmt: on
 

@@ -21,10 +21,9 @@ from batchlab.cells.select import select
 from batchlab.cells.spec import load_matrix
 from batchlab.defaults import PROJECT_ROOT
 from batchlab.display import shown
-from batchlab.matrix.evaluate import Reference, evaluate_cell
-from batchlab.matrix.solo import forget_solo_runs
 from batchlab.selftest.catalog import SeededBug, select_bugs
-from batchlab.selftest.inject import InjectionError, applied
+from batchlab.selftest.inject import InjectionError
+from batchlab.selftest.modes import mode_for, reference
 from batchlab.status import Status
 
 KILLING = frozenset({Status.FAIL, Status.ERROR})  # the engine went wrong; STALE is no kill
@@ -40,6 +39,7 @@ class Kill:
     bug: SeededBug
     results: tuple[CellResult, ...]
     broken: str | None = None  # why the bug could not be injected at all
+    skipped: str | None = None  # why it cannot reach this subject (not run, not a miss)
 
     @property
     def killers(self) -> list[CellResult]:
@@ -49,13 +49,22 @@ class Kill:
 
     @property
     def caught(self) -> bool:
+        if self.bug.kind == "peer":  # ERROR for the faulty cell only; the run went on
+            first, *rest = self.results or (None,)
+            return (first is not None and first.status is Status.ERROR
+                    and first.detail.startswith("subject broke:")
+                    and all(r.status in CLEAN for r in rest))
         return any(r.status == self.bug.caught_as for r in self.results)
 
     def verdict(self) -> str:
+        if self.skipped:
+            return "n/a"
         if self.broken:
             return "[bold red]NO[/] (not injected)"
         if self.caught:
             return "[green]yes[/]"
+        if self.bug.kind == "peer" and self.results and self.results[0].status is Status.ERROR:
+            return "[bold red]NO[/] (the fault reached other cells)"
         if self.killers:  # e.g. only ERROR for a silent bug: the patch itself may be broken
             return f"[bold red]NO[/] (no {self.bug.caught_as}: injector broken?)"
         return "[bold red]NO[/]"
@@ -66,20 +75,30 @@ class SelftestReport:
     control: tuple[CellResult, ...]  # every candidate cell, no bug injected
     kills: tuple[Kill, ...]  # empty when the control is dirty (nothing was injected)
     seconds: float
+    engine: str = "batchlab"
+
+    @property
+    def run_kills(self) -> list[Kill]:
+        return [k for k in self.kills if not k.skipped]
 
     @property
     def dirty_control(self) -> list[CellResult]:
-        return [r for r in self.control if r.status not in CLEAN]
+        """UNSUPPORTED is clean too: a subject that declares less (no history, say) leaves
+        those cells out, and bugs whose cells are all out cannot reach it."""
+        return [r for r in self.control if r.status not in CLEAN | {Status.UNSUPPORTED}]
 
     @property
     def ok(self) -> bool:
-        return not self.dirty_control and all(k.caught for k in self.kills)
+        return (not self.dirty_control and bool(self.run_kills)
+                and all(k.caught for k in self.run_kills))
 
     def summary(self) -> str:
         if self.dirty_control:
             return f"self-test broken: {len(self.dirty_control)} control cells not PASS"
-        caught = sum(k.caught for k in self.kills)
-        return f"{caught}/{len(self.kills)} seeded bugs caught"
+        caught = sum(k.caught for k in self.run_kills)
+        skipped = len(self.kills) - len(self.run_kills)
+        na = f" ({skipped} cannot reach subject {self.engine})" if skipped else ""
+        return f"{caught}/{len(self.run_kills)} seeded bugs caught{na}"
 
 
 def candidates(bug: SeededBug, cells: list[Cell]) -> list[Cell]:
@@ -95,38 +114,50 @@ def run_selftest(
     goldens: Path,
     bug: str | None = None,
     on_step: Callable[[str], None] = lambda text: None,
+    engine: str = "batchlab",
 ) -> SelftestReport:
-    """Control first, then each bug (always un-patched afterwards, see ``inject.applied``)."""
+    """Control first, then each bug (always un-patched afterwards, see ``inject.applied``),
+    on the subject ``engine`` names, through its mode (``modes.py``)."""
     start = time.perf_counter()
     bugs = select_bugs(bug)
     matrices = {None: Path(matrix)} | {b.matrix: PROJECT_ROOT / b.matrix for b in bugs if b.matrix}
     cells_of = {key: load_matrix(path) for key, path in matrices.items()}
-    refs = {key: Reference(matrix=shown(path), goldens=Path(goldens))  # shown: rerun lines
-            for key, path in matrices.items()}
     per_bug = {b.name: candidates(b, cells_of[b.matrix]) for b in bugs}
-    ref_of = {c.id: refs[b.matrix] for b in bugs for c in per_bug[b.name]}
-    union = {c.id: c for b in bugs for c in per_bug[b.name]}
+    shown_of = {c.id: shown(matrices[b.matrix]) for b in bugs for c in per_bug[b.name]}
+    base = {m: reference(m, Path(goldens)) for m in set(shown_of.values())}
+
+    def ref_of(cell: Cell, subject: str):  # shown: the rerun lines
+        return base[shown_of[cell.id]](cell, subject)
+
     order = {c.id: i for i, c in enumerate(c for cells in cells_of.values() for c in cells)}
-    on_step(f"control: {len(union)} cells, no bug")
-    control = tuple(evaluate_cell(c, ref_of[c.id])
-                    for c in sorted(union.values(), key=lambda c: order[c.id]))
-    if any(r.status not in CLEAN for r in control):
-        return SelftestReport(control=control, kills=(), seconds=time.perf_counter() - start)
-    kills = []
-    for b in bugs:
-        on_step(f"{b.name}: {len(per_bug[b.name])} cells")
-        try:
-            with applied(b.inject()):
-                forget_solo_runs()  # solo references are runs of the (now patched) engine
-                try:
-                    results = tuple(evaluate_cell(c, ref_of[c.id]) for c in per_bug[b.name])
-                finally:
-                    forget_solo_runs()
-        except InjectionError as err:  # evaluate_cell never raises: this is the patching
-            kills.append(Kill(bug=b, results=(), broken=str(err)))
-            continue
-        kills.append(Kill(bug=b, results=results))
-    return SelftestReport(control=control, kills=tuple(kills),
+    mode = mode_for(engine)
+    try:
+        skips = {b.name: mode.skip(b) for b in bugs}
+        union = {c.id: c for b in bugs if not skips[b.name] for c in per_bug[b.name]}
+        on_step(f"control: {len(union)} cells, no bug, subject {engine}")
+        control = tuple(mode.control(sorted(union.values(), key=lambda c: order[c.id]), ref_of))
+        if any(r.status not in CLEAN | {Status.UNSUPPORTED} for r in control):
+            return SelftestReport(control=control, kills=(), engine=engine,
+                                  seconds=time.perf_counter() - start)
+        beyond = {r.cell_id: r.detail for r in control if r.status is Status.UNSUPPORTED}
+        kills = []
+        for b in bugs:
+            cells = [c for c in per_bug[b.name] if c.id not in beyond]
+            if not skips[b.name] and not cells:
+                skips[b.name] = f"its cells are UNSUPPORTED here: {beyond[per_bug[b.name][0].id]}"
+            if skips[b.name]:
+                kills.append(Kill(bug=b, results=(), skipped=skips[b.name]))
+                continue
+            on_step(f"{b.name}: {len(cells)} cells")
+            try:
+                results = tuple(mode.run(b, cells, ref_of))
+            except InjectionError as err:  # evaluate_cell never raises: this is the patching
+                kills.append(Kill(bug=b, results=(), broken=str(err)))
+                continue
+            kills.append(Kill(bug=b, results=results))
+    finally:
+        mode.close()
+    return SelftestReport(control=control, kills=tuple(kills), engine=engine,
                           seconds=time.perf_counter() - start)
 
 
@@ -161,11 +192,14 @@ def print_report(console, report: SelftestReport) -> None:
             k.verdict(),
             f"{len(killers)}/{len(k.results)}",
             escape(ids + more),
-            escape(k.broken or (how(killers[0]) if killers else "every candidate passed")),
+            escape(k.skipped or k.broken
+                   or (how(killers[0]) if killers else "every candidate passed")),
         )
     console.print(table)
+    out = sum(r.status is Status.UNSUPPORTED for r in report.control)
+    beyond = f" ({out} UNSUPPORTED by subject {escape(report.engine)}: left out)" if out else ""
     console.print(f"control: {len(report.control)} cells with no bug injected, all PASS or "
-                  "ORACLE-BUG", style="dim", highlight=False)
+                  f"ORACLE-BUG{beyond}", style="dim", highlight=False, emoji=False)
     if len(report.kills) <= 3:  # a --bug run: say what was injected and why it matters
         for k in report.kills:
             console.print(f"[bold]{k.bug.name}[/]: {escape(k.bug.description)}\n"
@@ -174,15 +208,28 @@ def print_report(console, report: SelftestReport) -> None:
 
 
 def selftest_command(args, console) -> int:
+    import os
+
+    from rich.markup import escape
+
+    from batchlab.subjects.choose import check_engine
+
+    engine = getattr(args, "engine", "batchlab")
+    if not engine.startswith("files"):  # files[:DIR]: the self-test writes the folder
+        check_engine(engine)
+    if getattr(args, "timeout", None):
+        os.environ["BATCHLAB_SUBJECT_TIMEOUT"] = str(args.timeout)
     with console.status("self-test") as status:
         report = run_selftest(args.matrix, args.goldens, args.bug,
-                              on_step=lambda text: status.update(f"self-test: {text}"))
+                              on_step=lambda text: status.update(f"self-test: {text}"),
+                              engine=engine)
     if not console.is_terminal and console.width < LOG_WIDTH:  # a log or a pipe: don't fold
         from rich.console import Console
 
         console = Console(file=console.file, width=LOG_WIDTH)
     print_report(console, report)
     verdict = "[green]gate OK[/]" if report.ok else "[bold red]gate NOT proven[/]"
-    console.print(f"[bold]{report.summary()}[/] ({verdict}); matrix {shown(args.matrix)}, "
-                  f"wall time {report.seconds:.1f} s", highlight=False)
+    console.print(f"[bold]{escape(report.summary())}[/] ({verdict}); subject {escape(engine)}; matrix "
+                  f"{shown(args.matrix)}, "
+                  f"wall time {report.seconds:.1f} s", highlight=False, emoji=False)
     return 0 if report.ok else 1

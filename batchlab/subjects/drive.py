@@ -17,7 +17,13 @@ from batchlab.subjects.protocol import RowRequest, Setup, Subject
 from batchlab.trajectory import Step, Trajectory, make_step
 
 
-def setup_for(cell: Cell, model_dir: str = "") -> Setup:
+def setup_for(cell: Cell, model_dir: str | None = None) -> Setup:
+    """What ``open`` gets; ``model_dir`` (default: where the cell's model lives) is what a
+    subject outside batchlab loads with mlx-lm."""
+    if model_dir is None:
+        from batchlab.zoo.load import resolve
+
+        model_dir = str(resolve(cell.model))
     return Setup(cell=cell.id, model=cell.model, model_dir=model_dir, path=cell.path,
                  schedule=cell.schedule, sampling=cell.sampling,
                  keeps_finished=any(e.action == "continue" for e in cell.events),

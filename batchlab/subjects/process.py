@@ -52,6 +52,7 @@ class ProcessSubject:
         if hello["protocol"] != PROTOCOL:
             self._broken(f"speaks {hello['protocol']!r}; the runner speaks {PROTOCOL!r}")
         self.name = f"process:{hello.get('name') or argv[0]}"
+        self.plays = tuple(hello.get("plays") or ())  # seeded bugs it plays (self-test)
         try:
             self.capabilities = Capabilities.from_dict(hello.get("capabilities") or {})
         except (TypeError, ValueError) as err:

@@ -5,6 +5,7 @@
         SUBSTR, where MODE happens at the first step: crash (exit 3), garbage (a line that
         is not JSON), hang (no answer), wrong-token (row B's 3rd token + 1)
     subject_peers:wrong_token  (module:factory) the same wrong-token bug, in-process
+    subject_peers:no_history   (module:factory) batchlab's engine declaring no history
 """
 
 from __future__ import annotations
@@ -73,3 +74,12 @@ def main(mode: str, on: str) -> None:
 
 if __name__ == "__main__":
     main(sys.argv[1], sys.argv[2])
+
+
+def no_history() -> BatchlabSubject:
+    """batchlab's engine declaring no history: its history cells are UNSUPPORTED."""
+    from batchlab.subjects.protocol import Capabilities
+
+    subject = BatchlabSubject()
+    subject.capabilities = Capabilities(history=False)
+    return subject

@@ -62,9 +62,13 @@ def test_control_is_clean(selftest):
 def test_every_seeded_bug_is_caught(selftest):
     report, _ = selftest
     assert len(report.kills) == len(CATALOG)
-    assert [k.bug.name for k in report.kills if not k.caught] == []
+    # peer faults need a process peer (batchlab selftest --engine 'process:...')
+    assert [k.bug.name for k in report.kills if k.skipped] == [
+        "peer-crash-mid-cell", "peer-hangs", "peer-out-of-protocol"]
+    assert [k.bug.name for k in report.run_kills if not k.caught] == []
     assert report.ok
-    assert report.summary() == f"{len(CATALOG)}/{len(CATALOG)} seeded bugs caught"
+    n = len(CATALOG) - 3
+    assert report.summary() == f"{n}/{n} seeded bugs caught (3 cannot reach subject batchlab)"
 
 
 def test_engine_is_unpatched_after_the_selftest(selftest):
@@ -84,7 +88,7 @@ def test_engine_is_unpatched_after_the_selftest(selftest):
     assert [(c.id, evaluate_cell(c, ref).status) for c in cells] == [(c.id, "PASS") for c in cells]
 
 
-@pytest.mark.parametrize("bug", CATALOG, ids=lambda b: b.name)
+@pytest.mark.parametrize("bug", [b for b in CATALOG if b.kind != "peer"], ids=lambda b: b.name)
 def test_patches_are_restored_when_the_block_raises(bug):
     before = snapshot()
     with pytest.raises(RuntimeError, match="inside"), applied(bug.inject()):

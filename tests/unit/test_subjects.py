@@ -8,6 +8,7 @@ Cells are two quick ones of the default matrix, judged against the committed gol
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -118,3 +119,84 @@ def test_a_cell_beyond_the_declared_capabilities_is_unsupported_with_the_reason(
     r = evaluate_cell(replace(cell, path="fast"), ref("mlx-lm"))  # an l1 golden
     assert r.status is Status.UNSUPPORTED
     assert r.detail == "subject mlx-lm runs paths l1; this cell asks for path fast"
+
+
+STANDALONE = HERE.parent.parent / "oracles" / "peers" / "mlx_lm_peer.py"
+
+
+def test_the_standalone_peer_is_built_from_mlx_lm_alone():
+    import ast
+
+    tree = ast.parse(STANDALONE.read_text())
+    roots = {(n.module if isinstance(n, ast.ImportFrom) else a.name).split(".")[0]
+             for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))
+             for a in n.names}
+    assert roots - set(sys.stdlib_module_names) == {"mlx", "mlx_lm"}
+
+
+def test_the_standalone_peer_passes_and_plays_a_subject_bug(monkeypatch):
+    engine = f"process:{sys.executable} {STANDALONE}"
+    assert [r.status for r in run(engine, STATIC)] == [Status.PASS]
+    close_subjects()
+    monkeypatch.setenv("BATCHLAB_PEER_BUG", "subject-stale-logprobs")
+    (r,) = run(engine, STATIC)
+    assert r.status is Status.FAIL
+    assert {k: r.divergence[k] for k in ("row", "index", "what")} == {
+        "row": "A", "index": 1, "what": "bits"}
+
+
+def test_selftest_modes_say_which_bugs_reach_a_subject():
+    from batchlab.selftest.catalog import select_bugs
+    from batchlab.selftest.modes import mode_for
+
+    engine_bug, = select_bugs("scalar-offset")
+    subject_bug, = select_bugs("subject-ignores-remove")
+    fault, = select_bugs("peer-hangs")
+    assert mode_for("batchlab").skip(engine_bug) is None
+    assert mode_for("mlx-lm").skip(engine_bug) == (
+        "patches batchlab's engine, which subject mlx-lm does not run")
+    assert mode_for("mlx-lm").skip(subject_bug) is None
+    assert mode_for("files:x").skip(fault) == (
+        "a peer fault needs a process peer (--engine 'process:...')")
+
+
+def test_a_subject_bug_is_caught_from_files():
+    from batchlab.selftest.run import run_selftest
+
+    report = run_selftest(DEFAULT_MATRIX, DEFAULT_GOLDENS, bug="subject-step-late",
+                          engine="files")
+    (kill,) = report.kills
+    assert report.ok and kill.caught
+    assert [r.status for r in kill.results] == [Status.FAIL, Status.FAIL]
+    assert kill.results[0].divergence["what"] == "step"
+    assert kill.results[0].rerun.startswith("batchlab matrix judge ")
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
+def test_a_javascript_peer_replays_trajectories_through_the_protocol(tmp_path):
+    from batchlab.subjects.engine import BatchlabSubject
+    from batchlab.zoo.load import resolve
+
+    export_scripts([CELLS[STATIC]], tmp_path, {"llama": str(resolve("llama"))})
+    play_scripts(BatchlabSubject(), tmp_path / "scripts", tmp_path / "out")
+    engine = f"process:node {STANDALONE.parent / 'replay_peer.js'} {tmp_path / 'out'}"
+    assert [r.status for r in run(engine, STATIC)] == [Status.PASS]
+    path = tmp_path / "out" / (stem(STATIC, CELLS[STATIC].definition_digest()) + ".json")
+    d = json.loads(path.read_text())
+    d["rows"]["B"][2]["token"] += 1
+    path.write_text(json.dumps(d))
+    (r,) = run(engine, STATIC)
+    assert r.status is Status.FAIL and {k: r.divergence[k] for k in WRONG} == WRONG
+
+
+def test_a_bug_whose_cells_a_subject_refuses_cannot_reach_it():
+    from batchlab.selftest.run import run_selftest
+
+    report = run_selftest(DEFAULT_MATRIX, DEFAULT_GOLDENS, bug="subject-drops-parked-history",
+                          engine="subject_peers:no_history")
+    assert [r.status for r in report.control] == [Status.UNSUPPORTED, Status.UNSUPPORTED]
+    assert report.dirty_control == []
+    (kill,) = report.kills
+    assert kill.skipped == ("its cells are UNSUPPORTED here: subject batchlab declares no "
+                            "history (prefix, park/resume, continue); this cell uses it")
+    assert not report.ok  # nothing ran: nothing is proven
