@@ -20,7 +20,7 @@ SHARDS=${SHARDS:-13}
 mkdir -p $OUT
 log() { echo "[$(( $(date +%s) - T0 ))s] $*" | tee -a $OUT/log.txt; }
 if [ -z "${TRIAL:-}" ]; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site $C/whl/*.whl || exit 1
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target ${SITE:-/tmp/site} $C/whl/*.whl || exit 1
 fi
 W=${W:-/tmp/w}; M=${M:-/tmp/m}; CACHE=${CACHE:-/tmp/cache}; D=${D:-/tmp/mapdir}
 rm -rf $W $M $D && mkdir -p $W $M $CACHE $D
@@ -31,6 +31,8 @@ MATRIX=matrices/mutation-default.toml
 [ -z "${TRIAL:-}" ] && tar xzf $C/zoo.tgz -C $CACHE && export BATCHLAB_CACHE=$CACHE
 export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
 log "unpacked; $(nproc) cores; $(PYTHONPATH=${SITE:-/tmp/site} python3 -c 'import mlx.core as mx, mlx_lm; print(mx.__version__, mx.default_device(), mlx_lm.__version__)' 2>&1 | tail -1)"
+# a warm machine may hold another session's MLX (CUDA) in /tmp/site: the goldens are the CPU's
+PYTHONPATH=${SITE:-/tmp/site} python3 -c 'import mlx.core as mx; assert mx.default_device() == mx.cpu, mx.default_device()' || { log "not MLX's CPU backend: set SITE to a fresh folder"; exit 1; }
 cd $W && export PYTHONPATH=$W:${SITE:-/tmp/site}
 if [ -n "${MAPFILE:-}" ]; then
   gunzip -c $C/$MAPFILE > $D/map.json
