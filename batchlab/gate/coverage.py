@@ -63,10 +63,10 @@ REASONS = {
            "take the other way)",
     "lab only": "kv4h (Hadamard-rotated 4-bit keys) and the layout arithmetic of the lab's "
                 "density table: no oracle exists for them; batchlab lab kl measures them",
-    "kv history": "prompt-cache history of a quantized or invariant row (extract, merge, "
-                  "size): the serial quantized oracle replays fresh rows only and the "
-                  "invariant path refuses history, so no cell can judge it; unit tests check "
-                  "the round trip",
+    "kv history": "prompt-cache history no cell reaches: an invariant row's (extract, merge, "
+                  "size: the invariant path refuses history), a quantized row extracted "
+                  "before its quantization start or holding no keys (the kv-history cells "
+                  "quantize from the first write); unit tests check the round trip",
     "serve": "used by batchlab serve only (its --kv-bits flags name a path); tests/serve "
              "cover it",
     "config": "a model config that does not name head_dim, or a module that nests its "

@@ -104,7 +104,7 @@ def _unit_child(job: Job, unit_args: list[str]) -> dict:
     import pytest
 
     code = pytest.main([*unit_args, "-x", "-q", "--no-header", "-p", "no:cacheprovider",
-                        "-p", "no:randomly", "-p", "no:xdist"])
+                        "-p", "no:randomly", "-n", "0"])  # addopts ask xdist for -n auto
     status = {0: "survived", 1: "killed", 5: "no tests"}.get(int(code), f"pytest exit {code}")
     return {"status": status}
 

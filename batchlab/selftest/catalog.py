@@ -387,6 +387,12 @@ CATALOG: tuple[SeededBug, ...] = (
          "rule: the invariant path draws each row from its own key (RowSampler); "
          "mutant scheduler insert__mutmut_9 survived the campaign's budget "
          "(reports/mutation/2026-12-01-r2)"),
+    _bug("paged-evict-keeps-index-entry", "paged/*/B3/explicit/prefix-evict-reuse/*",
+         mutation_bugs.evict_keeps_index_entry,
+         "rule: evicting a cached block drops its hash-index entry too: the ids check "
+         "alone fails once the block is rewritten with equal ids under another parent; "
+         "mutant block_manager _forget__mutmut_2 survived every cell until "
+         "prefix-evict-reuse (reports/mutation/2026-12-02-r3)"),
     # -- subjects: an adapter's bookkeeping between an engine and the protocol (issue 25);
     # any subject, in-process or as a peer (`batchlab selftest --engine E`)
     _bug("subject-step-late",

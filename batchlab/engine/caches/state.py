@@ -57,7 +57,7 @@ class BatchState:
         for c in self.cache:
             if c is not None:
                 return c.shape[0]
-        for rows in (self.left_padding_host, self.lengths_host):  # not gated: no arrays
+        for rows in (self.left_padding_host, self.lengths_host):
             if rows is not None:
                 return len(rows)
         return 1  # not gated: no arrays

@@ -186,10 +186,10 @@ class BatchQuantizedKV(QuantizedMode, BatchKV):
         super().__init__(left_padding)
         self._init_quant(quant)
 
-    def extract(self, idx: int):  # not gated: kv history
+    def extract(self, idx: int):
         """Row ``idx`` as mlx-lm's ``QuantizedKVCache`` (or ``KVCache`` before the switch)."""
         row = super().extract(idx)
-        if not self.quantized:
+        if not self.quantized:  # not gated: kv history
             return row
         cache = QuantizedKVCache(group_size=self.quant.group_size, bits=self.quant.bits)
         if self.keys is not None:
@@ -198,7 +198,7 @@ class BatchQuantizedKV(QuantizedMode, BatchKV):
         return cache
 
     @classmethod
-    def merge_quantized(  # not gated: kv history
+    def merge_quantized(
             cls, caches: Sequence, quant: KVQuant) -> BatchQuantizedKV:
         """Left-pad single-row caches (mlx-lm ``QuantizedKVCache`` rows, or ``KVCache``
         rows, quantized here) to the longest, as ``BatchKV.merge`` does."""
@@ -207,7 +207,7 @@ class BatchQuantizedKV(QuantizedMode, BatchKV):
         cache = cls._merged(sizes, lambda i, s: (packed[i][0][..., :s, :],
                                                  packed[i][1][..., :s, :]),
                             lambda pads: cls(pads, quant))
-        if cache is None:
+        if cache is None:  # not gated: empty merge
             return cls([0] * len(caches), quant)
         cache.offset = cache.offset_host + max(sizes)
         cache._idx = max(sizes)
@@ -217,18 +217,18 @@ class BatchQuantizedKV(QuantizedMode, BatchKV):
         return cache
 
 
-def _row_dims(c, quant: KVQuant) -> tuple[int, int, str]:  # not gated: kv history
+def _row_dims(c, quant: KVQuant) -> tuple[int, int, str]:
     if isinstance(c.keys, tuple):
         return (c.keys[0].shape[3] * 32 // quant.bits, c.values[0].shape[3] * 32 // quant.bits,
                 dtype_name(c.keys[1].dtype))
     return dims_of(c.keys, c.values)
 
 
-def _packed_row(c, quant: KVQuant) -> tuple[mx.array, mx.array] | None:  # not gated: kv history
-    if c.keys is None:
+def _packed_row(c, quant: KVQuant) -> tuple[mx.array, mx.array] | None:
+    if c.keys is None:  # not gated: kv history
         return None
     if isinstance(c.keys, tuple):
-        if (c.bits, c.group_size) != (quant.bits, quant.group_size):
+        if (c.bits, c.group_size) != (quant.bits, quant.group_size):  # not gated: input
             raise ValueError(f"a row quantized at {c.bits} bits / group {c.group_size} cannot "
                              f"join a batch at {quant.bits} bits / group {quant.group_size}")
         return tuple(mx.concatenate([t[0], mx.concatenate([t[1], t[2]], axis=-1)

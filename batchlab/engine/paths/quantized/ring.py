@@ -45,29 +45,29 @@ class BatchQuantizedRing(QuantizedMode, BatchRing):
         super().__init__(max_size, left_padding)
         self._init_quant(quant)
 
-    def extract(self, idx: int):  # not gated: kv history
+    def extract(self, idx: int):
         """Row ``idx``: mlx-lm's ``RotatingKVCache`` before the switch, else a
         ``QuantizedRingRow`` (packed, temporal order, padding cut)."""
         row = super().extract(idx)
-        if not self.quantized:
+        if not self.quantized:  # not gated: kv history
             return row
         return QuantizedRingRow(max_size=self.max_size, keys=row.keys, values=row.values,
                                 offset=row.offset, quant=self.quant, dims=self._dims)
 
     @classmethod
-    def merge_quantized(  # not gated: kv history
+    def merge_quantized(
             cls, rows: Sequence, quant: KVQuant) -> BatchQuantizedRing:
         """Left-pad rows (``QuantizedRingRow`` or mlx-lm ``RotatingKVCache``, quantized
         here) to the longest, keeping each row's own RoPE offset (``BatchRing.merge``)."""
         max_size = rows[0].max_size
-        if any(r.max_size != max_size for r in rows):
+        if any(r.max_size != max_size for r in rows):  # not gated: misuse
             raise ValueError("BatchQuantizedRing can only merge rows with the same max_size")
         packed = [_temporal_packed(r, quant) for r in rows]
         sizes = [0 if p is None else min(p[0].shape[2], max_size) for p in packed]
         cache = cls._merged(sizes, lambda i, s: (packed[i][0][..., -s:, :],
                                                  packed[i][1][..., -s:, :]),
                             lambda pads: cls(max_size, pads, quant))
-        if cache is None:
+        if cache is None:  # not gated: empty merge
             return cls(max_size, [0] * len(rows), quant)
         cache.offset = [r.offset for r in rows]
         cache._idx = cache._offset = max(sizes)
@@ -76,17 +76,17 @@ class BatchQuantizedRing(QuantizedMode, BatchRing):
         return cache
 
 
-def _dims_of(r) -> tuple[int, int, str]:  # not gated: kv history
+def _dims_of(r) -> tuple[int, int, str]:
     if isinstance(r, QuantizedRingRow):
         return r.dims
     return dims_of(r.keys, r.values)
 
 
-def _temporal_packed(r, quant: KVQuant):  # not gated: kv history
-    if r.keys is None:
+def _temporal_packed(r, quant: KVQuant):
+    if r.keys is None:  # not gated: kv history
         return None
     if isinstance(r, QuantizedRingRow):
-        if r.quant != quant:
+        if r.quant != quant:  # not gated: input
             raise ValueError(f"a ring row quantized as {r.quant} cannot join a batch at {quant}")
         return r.keys, r.values
     keys, values = ring_temporal(r, r.keys), ring_temporal(r, r.values)
