@@ -150,7 +150,7 @@ def row_attention(queries: mx.array, keys: mx.array, values: mx.array, first_key
 
 
 @functools.cache
-def _constants(scale: float) -> tuple[mx.array, mx.array]:
+def _constants(scale: float) -> tuple[mx.array, mx.array]:  # not gated: gpu only
     """The kernel's scale and its unused sinks stand-in: made (and evaluated) once, not
     two uploads per layer and step."""
     arrays = mx.array([scale], dtype=mx.float32), mx.zeros((1,), dtype=mx.float32)

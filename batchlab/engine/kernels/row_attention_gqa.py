@@ -125,7 +125,7 @@ _SOURCE = """
 _HEADER = "#define NEG_INF (-__int_as_float(0x7f800000))\n"
 
 
-def fits(n_q_heads: int, n_kv_heads: int, maxd: int) -> bool:
+def fits(n_q_heads: int, n_kv_heads: int, maxd: int) -> bool:  # not gated: gpu only
     """Whether a (row, KV head) block's warp partials fit the shared memory bound."""
     group = n_q_heads // n_kv_heads
     return n_q_heads % n_kv_heads == 0 and group > 1 and WARPS * group * maxd <= MAX_SHARED_FLOATS

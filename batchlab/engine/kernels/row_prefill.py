@@ -30,7 +30,7 @@ from batchlab.backend import on_cuda
 from batchlab.engine.kernels.row_attention import _KERNEL_HEADER, _KERNEL_SOURCE, WARPS
 
 
-def _prefill_source() -> str:
+def _prefill_source() -> str:  # not gated: gpu only (the CUDA kernel's text)
     """The decode kernel's source with a query index and a per-query key range."""
     src = _KERNEL_SOURCE
     swaps = [
@@ -70,7 +70,8 @@ def _kernel():  # not gated: gpu only
 _SPANS: dict[tuple, tuple[mx.array, mx.array, mx.array]] = {}
 
 
-def _span_arrays(first: tuple[int, ...], ends: tuple[int, ...], counts: tuple[int, ...]):
+def _span_arrays(  # not gated: gpu only
+        first: tuple[int, ...], ends: tuple[int, ...], counts: tuple[int, ...]):
     key = (first, ends, counts)
     arrays = _SPANS.get(key)
     if arrays is None:

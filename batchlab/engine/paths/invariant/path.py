@@ -66,10 +66,10 @@ ROW_BLOCK_ENV = "BATCHLAB_INVARIANT_ROW_BLOCK"
 def default_row_block() -> int | None:
     """None on the CPU backend (its matmul is row-invariant across M: docs/invariant.md),
     ``GPU_ROW_BLOCK`` elsewhere (or ``$BATCHLAB_INVARIANT_ROW_BLOCK`` when set)."""
-    if mx.default_device().type == mx.cpu:
+    if mx.default_device().type == mx.cpu:  # one way: gpu only
         return None
-    override = os.environ.get(ROW_BLOCK_ENV, "")
-    if not override:
+    override = os.environ.get(ROW_BLOCK_ENV, "")  # not gated: gpu only
+    if not override:  # not gated: gpu only
         return GPU_ROW_BLOCK
     if not override.isdigit() or int(override) < 1:  # not gated: gpu only
         raise ValueError(f"{ROW_BLOCK_ENV}={override!r}: give a number of rows >= 1 "
