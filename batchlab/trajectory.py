@@ -40,6 +40,10 @@ class Trajectory:
     def tokens(self, name: str) -> list[int]:
         return [s.token for s in self.rows[name]]
 
+    def has_values(self) -> bool:
+        """Whether every step keeps its full logprob row (what a KL gate reads)."""
+        return all(s.values is not None for steps in self.rows.values() for s in steps)
+
 
 def array_bytes(x: mx.array) -> bytes:
     """The raw bytes of ``x`` in its own dtype (bfloat16 has no numpy dtype)."""

@@ -133,10 +133,10 @@ def _lab_gate(judging: Judging, golden, got, divergence, result, tokens, note: s
     where = divergence.describe() + (f"; {note}" if note else "")
     if gate is None:
         return result(Status.FAIL, where, tokens=tokens, divergence=divergence.as_dict())
-    if not _has_values(golden.trajectory):
+    if not golden.trajectory.has_values():
         return result(Status.FAIL, f"not bit-exact ({where}); rerun with --live for KL statistics",
                       tokens=tokens, divergence=divergence.as_dict())
-    if not _has_values(got):
+    if not got.has_values():
         return result(Status.ERROR, f"not bit-exact ({where}); the subject handed over no "
                       "full logprob rows, which the KL gate of this path needs (a trajectory "
                       "file: give each emission its values)", tokens=tokens,
@@ -201,10 +201,6 @@ def _second_gate(cell, ref, judging, got, result, tokens, solo: str) -> CellResu
     return result(Status.PASS if verdict.passed else failed, f"{solo}; {verdict.detail}",
                   tokens=tokens, divergence=verdict.divergence and verdict.divergence.as_dict(),
                   kl=verdict.kl and verdict.kl.as_dict())
-
-
-def _has_values(trajectory) -> bool:
-    return all(s.values is not None for steps in trajectory.rows.values() for s in steps)
 
 
 def _reference(cell: Cell, ref: Reference, judging: Judging):

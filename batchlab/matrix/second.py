@@ -77,7 +77,7 @@ def second_judge(cell: Cell, judging: Judging, exact: bool, golden: Trajectory,
     if divergence.what == "length" or first_divergence(want, have, rows).what == "length":
         return SecondVerdict(passed=False, divergence=divergence, detail=where)
     gate = SECOND_KL_GATE
-    if any(s.values is None for steps in want.rows.values() for s in steps):
+    if not want.has_values():
         return SecondVerdict(passed=False, divergence=divergence, stale=True,
                              detail=f"{where}; the golden keeps no logprobs for the KL gate: "
                                     "regenerate it (`batchlab golden regen`) or rerun --live")
