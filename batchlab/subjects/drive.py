@@ -46,6 +46,7 @@ def run_subject(cell: Cell, subject: Subject, keep_values: bool = True,
     if reason:
         raise Unsupported(reason, reason=reason)
     dtype = subject.open(setup or setup_for(cell))
+    cost_check = _row_cost_check(cell, subject)
     rows: dict[str, list[Step]] = {}
     try:
         def insert(batch: list[Row]) -> None:
@@ -60,6 +61,8 @@ def run_subject(cell: Cell, subject: Subject, keep_values: bool = True,
                     rows[e.name].append(record if record.step == n else replace(record, step=n))
                 else:
                     rows[e.name].append(make_step(n, e.token, e.logprobs, keep_values))
+            if cost_check is not None:
+                cost_check.check(subject.scheduler, n)
 
         drive_script(
             cell, insert=insert, step=step, active=lambda: subject.num_active > 0,
@@ -70,3 +73,14 @@ def run_subject(cell: Cell, subject: Subject, keep_values: bool = True,
     finally:
         subject.close()
     return Trajectory(rows={k: tuple(v) for k, v in rows.items()}, dtype=dtype)
+
+
+def _row_cost_check(cell: Cell, subject: Subject):
+    """A ``row-cost...`` cell on batchlab's engine checks serve's row-cost projection
+    after every step (``subjects/row_cost.py``); other subjects have no such accounting."""
+    from batchlab.subjects.engine import BatchlabSubject
+    from batchlab.subjects.row_cost import RowCostCheck, wants_row_cost_check
+
+    if not (wants_row_cost_check(cell.script) and isinstance(subject, BatchlabSubject)):
+        return None
+    return RowCostCheck(subject.model, type(subject.scheduler))

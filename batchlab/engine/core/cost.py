@@ -34,13 +34,17 @@ class RowCost:
 
     def batch_bytes(self, lengths: list[int]) -> int:
         """The KV bytes of a batch whose rows reach ``lengths`` tokens: left-padded to
-        the longest, or, paged, each row in its own whole blocks (shared prefix blocks
-        counted once per row: an upper bound)."""
+        the longest, or, paged, each row's full-attention keys in its own whole blocks
+        (shared prefix blocks counted once per row: an upper bound) while its ring layers
+        stay left-padded to the longest (a paged batch keeps its rings as l1 does; the
+        matrix's row-cost cells caught the per-row count undercounting them)."""
         if not lengths:
             return 0
         bs = self.block_size
         if bs:
-            return sum(self.row_bytes(n) + self.per_token * (-n % bs) for n in lengths)
+            rings = len(lengths) * (self.row_bytes(max(lengths)) - self.fixed
+                                    - self.per_token * max(lengths))
+            return rings + sum(self.fixed + self.per_token * (n + -n % bs) for n in lengths)
         return len(lengths) * self.row_bytes(max(lengths))
 
 

@@ -1,0 +1,94 @@
+"""The row-cost check: serve's projection of a batch's KV bytes against what it holds.
+
+``serve --kv-budget`` admits a row only while ``RowCost.batch_bytes`` (engine/core/cost.py,
+measured once on the path's own caches) of the rows it would run stays inside the
+budget. A wrong projection lets serve overcommit memory, and no trajectory shows it, so
+cells whose script is named ``row-cost...`` (``wants_row_cost_check``) run this check on
+batchlab's engine after every step: the projection for the decode batch's live rows (each
+at the ids its caches hold) must equal, as an int and byte for byte, what the batch's
+caches hold for them, counted here from the arrays' shapes and dtypes, not from the
+caches' own ``token_bytes`` / ``row_bytes``:
+
+- full attention (``BatchKV``): rows x heads x the write index x head dims (left-padded to
+  the longest row; the 256-column growth ahead of the write index is not counted);
+- sliding window (``BatchRing``): the same up to the ring's width once it has rotated;
+- SSM / conv state (``BatchState``): every array, whatever the length;
+- paged (``PagedKV``): each row's whole blocks in its own table.
+
+A layer that reads another layer's keys holds none. Other caches (quantized, the
+invariant path's windows) are refused with a message: the check knows only these.
+"""
+
+from __future__ import annotations
+
+from batchlab.engine.caches.kv import LeftPaddedKV
+from batchlab.engine.caches.ring import BatchRing
+from batchlab.engine.caches.state import BatchState
+from batchlab.engine.core.cost import RowCost, measure_row_cost
+from batchlab.engine.core.layers import leaves
+from batchlab.engine.core.scheduler import Scheduler
+from batchlab.engine.paths.paged.cache import PagedKV
+
+ROW_COST_SCRIPT = "row-cost"  # a cell's script name starting with it asks for the check
+
+
+class RowCostMismatch(RuntimeError):
+    """The projection and the bytes held differ: a FAIL of the cell, not a crash."""
+
+
+def wants_row_cost_check(script: str) -> bool:
+    return script.startswith(ROW_COST_SCRIPT)
+
+
+def _kv_bytes(keys, values, width: int) -> int:
+    """Bytes of ``width`` columns of (B, H, W, D) keys and values."""
+    if keys is None:
+        return 0
+    return sum(a.shape[0] * a.shape[1] * width * a.shape[3] * a.dtype.size
+               for a in (keys, values))
+
+
+def held_bytes(cache) -> int:
+    """What one layer's batch cache holds for its rows, from its arrays."""
+    if isinstance(cache, PagedKV):  # before BatchKV: it is one
+        pool = cache.pool
+        if pool.keys is None:
+            return 0
+        per_slot = sum(a.size // a.shape[0] * a.dtype.size for a in (pool.keys, pool.values))
+        return sum(len(t.blocks) for t in cache.rows) * pool.block_size * per_slot
+    if isinstance(cache, BatchState):
+        return sum(a.nbytes for a in cache.cache if a is not None)
+    if type(cache) is BatchRing:
+        if cache.keys is None:
+            return 0
+        width = cache.keys.shape[2] if cache.rotated else min(cache._idx, cache.keys.shape[2])
+        return _kv_bytes(cache.keys, cache.values, width)
+    if type(cache).__name__ == "BatchKV":
+        return _kv_bytes(cache.keys, cache.values, cache._idx)
+    kind = "quantized" if isinstance(cache, LeftPaddedKV) else "unknown"
+    raise ValueError(f"the row-cost check cannot count a {type(cache).__name__} ({kind} "
+                     "cache); give row-cost cells a path of l1, fast or paged caches")
+
+
+class RowCostCheck:
+    """Measure the path's row cost once (on caches of its own, as serve does), then
+    ``check(scheduler, step)`` after each step."""
+
+    def __init__(self, model, scheduler_class: type[Scheduler]):
+        self.cost: RowCost = measure_row_cost(model, scheduler_class(model).caches)
+        self.checked = 0  # steps with a decode batch to check
+
+    def check(self, scheduler: Scheduler, step: int) -> None:
+        batch = scheduler.decode
+        if not len(batch):
+            return
+        lengths = [len(s.cache_tokens()) for s in batch.seqs]
+        projected = self.cost.batch_bytes(lengths)
+        held = sum(held_bytes(c) for c in leaves(batch.caches))
+        if type(projected) is not int or projected != held:
+            rows = ", ".join(f"{s.name}:{n}" for s, n in zip(batch.seqs, lengths))
+            raise RowCostMismatch(
+                f"after step {step} the decode batch's caches hold {held} bytes for rows "
+                f"{rows} (ids held), but the row cost projects {projected!r} ({self.cost}): "
+                "serve's --kv-budget admission reads that projection")
+        self.checked += 1
