@@ -76,12 +76,10 @@ class RowCostCheck:
 
     def __init__(self, model, scheduler_class: type[Scheduler]):
         self.cost: RowCost = measure_row_cost(model, scheduler_class(model).caches)
-        self.checked = 0  # steps with a decode batch to check
+        self.checked = 0  # steps checked
 
     def check(self, scheduler: Scheduler, step: int) -> None:
-        batch = scheduler.decode
-        if not len(batch):
-            return
+        batch = scheduler.decode  # empty between rows: it must project and hold 0
         lengths = [len(s.cache_tokens()) for s in batch.seqs]
         projected = self.cost.batch_bytes(lengths)
         held = sum(held_bytes(c) for c in leaves(batch.caches))
