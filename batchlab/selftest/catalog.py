@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from batchlab.selftest import (
     cache_bugs,
+    cost_bugs,
     history_bugs,
     invariant_bugs,
     model_bugs,
@@ -393,6 +394,21 @@ CATALOG: tuple[SeededBug, ...] = (
          "alone fails once the block is rewritten with equal ids under another parent; "
          "mutant block_manager _forget__mutmut_2 survived every cell until "
          "prefix-evict-reuse (reports/mutation/2026-12-02-r3)"),
+    # -- round 4: the row-cost accounting serve admits by, and an empty merge
+    _bug("paged-rowcost-rings-per-row", "paged/gemma3/B3/explicit/row-cost/*",
+         cost_bugs.paged_rings_per_row,
+         "record: the paged path's RowCost.batch_bytes until round 4 (the row-cost cells "
+         "caught it: 12288 bytes held, 11520 projected); reports/mutation/2026-12-02-r3/"
+         "closed-r4.md"),
+    _bug("rowcost-state-per-token", "l1/qwen3.5/B3/explicit/row-cost/*",
+         cost_bugs.state_costs_per_token,
+         "rule: a state layer's cost does not grow with length (engine/core/cost.py); "
+         "mutants measure_row_cost__mutmut_29 and BatchState.row_bytes__mutmut_7 had no "
+         "cell (reports/mutation/2026-12-02-r3)"),
+    _bug("empty-merge-pads-rings", "l1/gemma3/B2/explicit/park-queued/*",
+         mutation_bugs.empty_ring_merge_padded,
+         "rule: a merge left-pads each row to the longest, no more; mutant ring "
+         "merge__mutmut_39 had no cell (reports/mutation/2026-12-02-r3)"),
     # -- subjects: an adapter's bookkeeping between an engine and the protocol (issue 25);
     # any subject, in-process or as a peer (`batchlab selftest --engine E`)
     _bug("subject-step-late",

@@ -5,6 +5,7 @@ Kept here so the catch is checked on every self-test."""
 
 from __future__ import annotations
 
+from batchlab.engine.caches.ring import BatchRing
 from batchlab.engine.core import scheduler
 from batchlab.engine.core.sampler import BatchSampler
 from batchlab.engine.paths.paged.block_manager import BlockManager
@@ -33,3 +34,18 @@ def evict_keeps_index_entry() -> list[Patch]:
         block.hash, block.ids = None, ()
 
     return [Patch(owner=BlockManager, name="_forget", value=forget)]
+
+
+def empty_ring_merge_padded() -> list[Patch]:
+    """A merge of rings that are all empty (a row parked while still queued, resumed
+    alone) gives every row one column of left padding instead of none (``BatchRing.merge``
+    with ``[1] * n``, mutant ``merge__mutmut_39``): the resumed row's prefill then masks
+    its own first key. No cell merged only empty caches until park-queued."""
+    clean = BatchRing.merge.__func__
+
+    def merge(cls, caches):
+        if all(c.keys is None for c in caches):
+            return cls(caches[0].max_size, [1] * len(caches))
+        return clean(cls, caches)
+
+    return [Patch(owner=BatchRing, name="merge", value=classmethod(merge))]

@@ -1,0 +1,35 @@
+"""Seeded bugs in the row-cost accounting that ``serve --kv-budget`` admits rows by
+(``batchlab/engine/core/cost.py``): no trajectory shows them, the ``row-cost`` cells'
+check does (``batchlab/subjects/row_cost.py``: the projection of the live rows against
+the bytes their caches hold, after every step). Each lets serve overcommit memory."""
+
+from __future__ import annotations
+
+from batchlab.engine.caches.state import BatchState
+from batchlab.engine.core.cost import RowCost
+from batchlab.selftest.inject import Patch
+
+
+def paged_rings_per_row() -> list[Patch]:
+    """On the paged path every layer of a row is costed by that row's own length, ring
+    layers too (the accounting before round 4): but a paged batch keeps l1's rings,
+    left-padded to the longest row, so a ragged batch of a sliding-window model holds
+    more than projected (the row-cost cells found this in the engine itself)."""
+
+    def batch_bytes(self: RowCost, lengths: list[int]) -> int:
+        if not lengths:
+            return 0
+        bs = self.block_size
+        if bs:
+            return sum(self.row_bytes(n) + self.per_token * (-n % bs) for n in lengths)
+        return len(lengths) * self.row_bytes(max(lengths))
+
+    return [Patch(owner=RowCost, name="batch_bytes", value=batch_bytes)]
+
+
+def state_costs_per_token() -> list[Patch]:
+    """An SSM / conv state layer answers ``token_bytes`` with 0 like an unwritten KV
+    layer, instead of None ("ask my row_bytes"): its state, as large at one token as at
+    any, is costed at 0 per token, so a hybrid model's rows are projected without their
+    state."""
+    return [Patch(owner=BatchState, name="token_bytes", value=lambda self: 0)]

@@ -1,0 +1,62 @@
+"""The row-cost check of the matrix's ``row-cost`` cells (batchlab/subjects/row_cost.py)
+and the paged projection it corrected (engine/core/cost.py), with exact values."""
+
+from __future__ import annotations
+
+import mlx.core as mx
+import pytest
+
+from batchlab.cells.select import select
+from batchlab.cells.spec import load_matrix
+from batchlab.engine.caches.kv import BatchKV
+from batchlab.engine.caches.ring import BatchRing
+from batchlab.engine.caches.state import BatchState
+from batchlab.engine.core.cost import RowCost
+from batchlab.matrix.engine_run import run_cell
+from batchlab.selftest import cost_bugs
+from batchlab.selftest.inject import applied
+from batchlab.subjects.row_cost import RowCostMismatch, held_bytes, wants_row_cost_check
+
+# gemma3 of the zoo: 2 full layers (256 bytes a token), 2 window-8 rings (128 each)
+GEMMA3 = dict(per_token=256, window_per_token=((8, 128), (8, 128)), fixed=0)
+
+
+def test_paged_rings_are_left_padded_to_the_longest_row():
+    paged = RowCost(**GEMMA3, block_size=16)
+    # full layers: (5 + 11) + (9 + 7) block slots x 256; rings: 2 rows x 8 x 2 x 128
+    assert paged.batch_bytes([5, 9]) == 32 * 256 + 2 * 8 * 2 * 128 == 12288
+    assert RowCost(**GEMMA3).batch_bytes([5, 9]) == 2 * (9 * 256 + 8 * 2 * 128) == 8704
+    assert paged.batch_bytes([]) == 0
+
+
+def test_held_bytes_count_written_columns_not_the_growth_ahead():
+    kv = BatchKV([1, 0])
+    k = mx.zeros((2, 2, 3, 4), dtype=mx.float16)
+    kv.update_and_fetch(k, k)
+    assert kv.keys.shape[2] == 256  # grown in steps of 256
+    assert held_bytes(kv) == 2 * (2 * 2 * 3 * 4 * 2) == 192
+    assert held_bytes(BatchKV([0])) == 0
+
+
+def test_held_bytes_of_a_ring_and_a_state():
+    ring = BatchRing(4, [0])
+    k = mx.zeros((1, 1, 1, 2), dtype=mx.float32)
+    for _ in range(6):  # wraps past its 4 columns
+        ring.update_and_fetch(k, k)
+    assert held_bytes(ring) == 2 * (4 * 2 * 4) == 64
+    state = BatchState(2)
+    state[0] = mx.zeros((3, 5), dtype=mx.float32)
+    assert held_bytes(state) == 60
+
+
+def test_only_row_cost_scripts_ask_for_the_check():
+    assert wants_row_cost_check("row-cost") and not wants_row_cost_check("join-evict")
+
+
+def test_the_old_paged_projection_fails_the_gemma3_cell_with_exact_figures():
+    [cell] = select(load_matrix("matrices/default.toml"),
+                    "paged/gemma3/B3/explicit/row-cost/ctx-explicit/steps8", None)
+    run_cell(cell, keep_values=False)  # the engine as it is: passes every step
+    with applied(cost_bugs.paged_rings_per_row()), pytest.raises(
+            RowCostMismatch, match=r"after step 1 .* hold 12288 bytes .* projects 11520"):
+        run_cell(cell, keep_values=False)
