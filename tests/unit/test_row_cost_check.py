@@ -18,7 +18,7 @@ from batchlab.selftest.inject import applied
 from batchlab.subjects.row_cost import RowCostMismatch, held_bytes, wants_row_cost_check
 
 # gemma3 of the zoo: 2 full layers (256 bytes a token), 2 window-8 rings (128 each)
-GEMMA3 = dict(per_token=256, window_per_token=((8, 128), (8, 128)), fixed=0)
+GEMMA3 = {"per_token": 256, "window_per_token": ((8, 128), (8, 128)), "fixed": 0}
 
 
 def test_paged_rings_are_left_padded_to_the_longest_row():
