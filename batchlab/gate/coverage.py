@@ -57,7 +57,8 @@ REASONS = {
     "no arrays": "the batch size of a state with no arrays: it is read after a prefill",
     "padded prefill": "the scheduler prepares only a prefill in which some row is padded",
     "prepared": "the scheduler finalizes only a prepared, prefilled cache",
-    "has keys": "a prefilled cache always has keys",
+    "has keys": "a prefilled cache always has keys (the row cost reads token_bytes after "
+                "a forward; a quantized batch switches after its first forward)",
     "context": "a row's processor context always holds its prompt's fed tokens",
     "cpu": "the CPU backend drops all-True decode masks; a GPU keeps them (the H200 runs "
            "take the other way)",
@@ -69,6 +70,9 @@ REASONS = {
                   "quantize from the first write); unit tests check the round trip",
     "serve": "used by batchlab serve only (its --kv-bits flags name a path); tests/serve "
              "cover it",
+    "bench only": "a paged pool of fixed size (its OutOfBlocks refusal) or a paged "
+                  "scheduler with prefix sharing off: batchlab bench's paged variants only "
+                  "(tests/unit/test_paged_blocks.py covers the refusal)",
     "config": "a model config that does not name head_dim, or a module that nests its "
               "children in a dict: no zoo or real model does",
     "no hybrid kv": "quantized KV on a hybrid model (state or CacheList layers beside its "

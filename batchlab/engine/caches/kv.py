@@ -103,7 +103,7 @@ class LeftPaddedKV:
     def token_bytes(self) -> int:
         """Bytes one token of one row holds here, as stored (packed, when quantized); 0
         before the first write (a layer that reads another layer's keys never writes)."""
-        if self.keys is None:
+        if self.keys is None:  # one way: has keys
             return 0
         return (self.keys.nbytes + self.values.nbytes) // (self.keys.shape[0]
                                                            * self.keys.shape[2])

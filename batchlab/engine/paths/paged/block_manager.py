@@ -81,7 +81,7 @@ class BlockManager:
 
     def _allocate(self) -> int:
         if not self.free:
-            if not self.growable:
+            if not self.growable:  # one way: bench only
                 raise OutOfBlocks(f"all {len(self.blocks) - 1} KV blocks are in use; "
                                   "admit fewer rows or give the pool more blocks")
             self._add_blocks(len(self.blocks) - 1)
@@ -122,7 +122,8 @@ class BlockManager:
                 copies.append((last.id, new))
                 self._decref(last.id)
                 table.blocks[-1] = new
-            elif last.hash is not None:  # trimmed into: its cached content changes now
+            # trimmed into (a hashed block is partial only after trim): its content changes
+            elif last.hash is not None:  # one way: protocol
                 self._forget(last)
         slots = []
         for p in range(pos, pos + len(ids)):

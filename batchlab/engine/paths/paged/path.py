@@ -38,7 +38,9 @@ class PagedScheduler(Scheduler):
 
     def _cached_ids(self, seq) -> int:
         """How many leading prompt ids of ``seq`` to take from the prefix cache."""
-        if not (self.skip_cached_prefill and self.share_prefixes) or seq.request.history:
+        # history rows never get here (_admitted_caches); sharing is off in bench only
+        sharing = self.skip_cached_prefill and self.share_prefixes
+        if not sharing or seq.request.history:  # one way: bench only
             return 0
         if not self.caches.pools:
             return 0

@@ -69,6 +69,6 @@ class LayerPool:
         return 0 if self.keys is None else self.keys.nbytes + self.values.nbytes
 
     def token_bytes(self) -> int:
-        if self.keys is None:
+        if self.keys is None:  # one way: has keys
             return 0
         return (self.keys.nbytes + self.values.nbytes) // self.keys.shape[0]

@@ -125,7 +125,7 @@ class QuantizedMode:
         ``KVCache.to_quantized`` does); from now on every write is quantized."""
         if self.quantized:
             return
-        if self.keys is not None:
+        if self.keys is not None:  # one way: has keys
             self._dims = dims_of(self.keys, self.values)
             self.keys, self.values = self._pack_keys(self.keys), pack(self.values, self.quant)
         self.quantized = True
@@ -192,7 +192,7 @@ class BatchQuantizedKV(QuantizedMode, BatchKV):
         if not self.quantized:  # not gated: kv history
             return row
         cache = QuantizedKVCache(group_size=self.quant.group_size, bits=self.quant.bits)
-        if self.keys is not None:
+        if self.keys is not None:  # one way: kv history
             cache.keys, cache.values = self.unpacked(row.keys, row.values)
         cache.offset = row.offset
         return cache
