@@ -50,7 +50,9 @@ class SeededBug:
     matrix: str | None = None
     # where the bug lives: "engine" (patches batchlab's engine: reaches only its subject),
     # "subject" (an adapter's bookkeeping: wraps any subject, a peer plays it by name),
-    # "peer" (a process peer's fault: ERROR for its first candidate, the rest must PASS)
+    # "peer" (a process peer's fault: ERROR for its first candidate, the rest must PASS),
+    # "accounting" (patches batchlab's engine where only the in-process subject's row-cost
+    # check of a row-cost cell looks: no trajectory shows it, so a peer or files cannot)
     kind: str = "engine"
 
 
@@ -399,12 +401,12 @@ CATALOG: tuple[SeededBug, ...] = (
          cost_bugs.paged_rings_per_row,
          "record: the paged path's RowCost.batch_bytes until round 4 (the row-cost cells "
          "caught it: 12288 bytes held, 11520 projected); reports/mutation/2026-12-02-r3/"
-         "closed-r4.md"),
+         "closed-r4.md", kind="accounting"),
     _bug("rowcost-state-per-token", "l1/qwen3.5/B3/explicit/row-cost/*",
          cost_bugs.state_costs_per_token,
          "rule: a state layer's cost does not grow with length (engine/core/cost.py); "
          "mutants measure_row_cost__mutmut_29 and BatchState.row_bytes__mutmut_7 had no "
-         "cell (reports/mutation/2026-12-02-r3)"),
+         "cell (reports/mutation/2026-12-02-r3)", kind="accounting"),
     _bug("empty-merge-pads-rings", "l1/gemma3/B2/explicit/park-queued/*",
          mutation_bugs.empty_ring_merge_padded,
          "rule: a merge left-pads each row to the longest, no more; mutant ring "

@@ -59,7 +59,7 @@ class InProcessMode:
     def skip(self, bug: SeededBug) -> str | None:
         if bug.kind == "peer":
             return "a peer fault needs a process peer (--engine 'process:...')"
-        if bug.kind == "engine" and self.engine != "batchlab":
+        if bug.kind in ("engine", "accounting") and self.engine != "batchlab":
             return f"patches batchlab's engine, which subject {self.engine} does not run"
         return None
 
@@ -118,6 +118,8 @@ class FilesMode(InProcessMode):
     def skip(self, bug):
         if bug.kind == "peer":
             return "a peer fault needs a process peer (--engine 'process:...')"
+        if bug.kind == "accounting":
+            return "only the row-cost check of the in-process subject sees it, not a file"
         return None
 
     def control(self, cells, ref_of):

@@ -29,8 +29,10 @@ BUG = "BATCHLAB_PEER_BUG"
 
 
 def plays(engine: str) -> list[str]:
-    """Engine bugs patch batchlab's engine: only its subject runs them."""
-    return [b.name for b in CATALOG if b.kind != "engine" or engine == "batchlab"]
+    """Engine bugs patch batchlab's engine: only its subject runs them. Accounting bugs
+    show only to the row-cost check of the harness's in-process subject: no peer plays them."""
+    return [b.name for b in CATALOG if b.kind not in ("engine", "accounting")
+            or (b.kind == "engine" and engine == "batchlab")]
 
 
 def serve(subject, bug: str | None, fault_cell: str, engine: str, lines, out) -> None:

@@ -129,7 +129,7 @@ class LeftPaddedKV:
         (``newest(i, s)`` gives them, (1, H, s, D) each) left-padded to the longest.
         ``make(pads)`` builds the empty cache. None when every row is empty."""
         width = max(sizes)
-        if width == 0:  # not gated: empty merge
+        if width == 0:
             return None
         rows = [newest(i, s) for i, s in enumerate(sizes) if s > 0]
         H = max(k.shape[1] for k, _ in rows)
@@ -276,7 +276,7 @@ class BatchKV(LeftPaddedKV):
         sizes = [c.size() for c in caches]
         cache = cls._merged(sizes, lambda i, s: (caches[i].keys[..., :s, :],
                                                  caches[i].values[..., :s, :]), cls)
-        if cache is None:  # not gated: empty merge
+        if cache is None:
             return cls([0] * len(caches))
         cache.offset = cache.offset_host + max(sizes)
         cache._idx = max(sizes)

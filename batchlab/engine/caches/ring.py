@@ -233,7 +233,7 @@ class BatchRing(LeftPaddedKV):
             lambda i, s: (ring_temporal(caches[i], caches[i].keys)[..., -s:, :],
                           ring_temporal(caches[i], caches[i].values)[..., -s:, :]),
             lambda pads: cls(max_size, pads))
-        if cache is None:  # not gated: empty merge
+        if cache is None:
             return cls(max_size, [0] * len(caches))
         cache.offset = [c.offset for c in caches]
         cache._idx = cache._offset = max(sizes)

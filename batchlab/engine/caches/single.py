@@ -47,11 +47,11 @@ def ring_temporal(cache: RotatingKVCache, v: mx.array) -> mx.array:
     of ``offset`` the ring has wrapped and the oldest keys start at ``_idx``.
     """
     keep, idx = cache.keep, cache._idx
-    if idx == v.shape[2]:  # one way: protocol
+    if idx == v.shape[2]:
         return v
-    if idx < cache.offset:  # not gated: protocol
+    if idx < cache.offset:
         return mx.concatenate([v[..., :keep, :], v[..., idx:, :], v[..., keep:idx, :]], axis=2)
-    return v[..., :idx, :]  # not gated: protocol
+    return v[..., :idx, :]
 
 
 def state_row(arrays: Sequence[mx.array | None]) -> ArraysCache:

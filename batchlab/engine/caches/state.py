@@ -141,7 +141,7 @@ class BatchState:
         fresh caches of new prompts): no arrays and left_padding = zeros."""
         n = len(caches)
         merged = cls(len(caches[0].cache))
-        if all(c.cache[0] is None for c in caches):  # not gated: empty merge
+        if all(c.cache[0] is None for c in caches):
             merged.left_padding = [0] * n
             return merged
         for e in range(len(merged.cache)):
