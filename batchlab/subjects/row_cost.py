@@ -21,7 +21,7 @@ invariant path's windows) are refused with a message: the check knows only these
 
 from __future__ import annotations
 
-from batchlab.engine.caches.kv import LeftPaddedKV
+from batchlab.engine.caches.kv import BatchKV, LeftPaddedKV
 from batchlab.engine.caches.ring import BatchRing
 from batchlab.engine.caches.state import BatchState
 from batchlab.engine.core.cost import RowCost, measure_row_cost
@@ -63,7 +63,7 @@ def held_bytes(cache) -> int:
             return 0
         width = cache.keys.shape[2] if cache.rotated else min(cache._idx, cache.keys.shape[2])
         return _kv_bytes(cache.keys, cache.values, width)
-    if type(cache).__name__ == "BatchKV":
+    if type(cache) is BatchKV:  # exactly: its subclasses (windows, quantized) differ
         return _kv_bytes(cache.keys, cache.values, cache._idx)
     kind = "quantized" if isinstance(cache, LeftPaddedKV) else "unknown"
     raise ValueError(f"the row-cost check cannot count a {type(cache).__name__} ({kind} "
