@@ -60,3 +60,16 @@ def test_the_old_paged_projection_fails_the_gemma3_cell_with_exact_figures():
     with applied(cost_bugs.paged_rings_per_row()), pytest.raises(
             RowCostMismatch, match=r"after step 1 .* hold 12288 bytes .* projects 11520"):
         run_cell(cell, keep_values=False)
+
+
+def test_accounting_bugs_reach_only_the_in_process_subject():
+    from batchlab.selftest.catalog import CATALOG
+    from batchlab.selftest.modes import InProcessMode
+    from batchlab.selftest.peer import plays
+
+    accounting = sorted(b.name for b in CATALOG if b.kind == "accounting")
+    assert accounting == ["paged-rowcost-rings-per-row", "rowcost-state-per-token"]
+    assert not set(accounting) & set(plays("batchlab"))
+    bug = next(b for b in CATALOG if b.name == accounting[0])
+    assert InProcessMode("batchlab").skip(bug) is None
+    assert "does not run" in InProcessMode("mlx-lm").skip(bug)
