@@ -17,6 +17,10 @@ caches' own ``token_bytes`` / ``row_bytes``:
 
 A layer that reads another layer's keys holds none. Other caches (quantized, the
 invariant path's windows) are refused with a message: the check knows only these.
+
+On the paged path it also checks the prefix cache's side of the same accounting: every
+row has offered each of its full blocks of known ids, in order, to the prefix cache
+(``num_sealed`` counts exactly those), so a later row with the same prompt finds them.
 """
 
 from __future__ import annotations
@@ -70,6 +74,19 @@ def held_bytes(cache) -> int:
                      "cache); give row-cost cells a path of l1, fast or paged caches")
 
 
+def unsealed(cache: PagedKV) -> list[str]:
+    """Rows of a paged layer whose sealed count is not the number of their leading full
+    blocks of known ids (``BlockManager.seal`` stops at the first block with an unknown
+    id: padding, decoded tokens)."""
+    bs, out = cache.pool.block_size, []
+    for i, t in enumerate(cache.rows):
+        full = t.num_tokens // bs
+        known = next((b for b in range(full) if None in t.ids[b * bs : (b + 1) * bs]), full)
+        if t.num_sealed != known:
+            out.append(f"row {i}: {t.num_sealed} sealed of {known} full known blocks")
+    return out
+
+
 class RowCostCheck:
     """Measure the path's row cost once (on caches of its own, as serve does), then
     ``check(scheduler, step)`` after each step."""
@@ -89,4 +106,10 @@ class RowCostCheck:
                 f"after step {step} the decode batch's caches hold {held} bytes for rows "
                 f"{rows} (ids held), but the row cost projects {projected!r} ({self.cost}): "
                 "serve's --kv-budget admission reads that projection")
+        paged = [c for c in leaves(batch.caches) if isinstance(c, PagedKV)]
+        wrong = [w for c in paged for w in unsealed(c)]
+        if wrong:
+            raise RowCostMismatch(f"after step {step} the prefix cache misses full blocks of "
+                                  f"the decode batch ({'; '.join(wrong)}): later rows with "
+                                  "the same prompt recompute them")
         self.checked += 1

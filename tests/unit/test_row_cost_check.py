@@ -73,3 +73,18 @@ def test_accounting_bugs_reach_only_the_in_process_subject():
     bug = next(b for b in CATALOG if b.name == accounting[0])
     assert InProcessMode("batchlab").skip(bug) is None
     assert "does not run" in InProcessMode("mlx-lm").skip(bug)
+
+
+def test_unsealed_names_rows_whose_known_full_blocks_are_not_all_offered():
+    from types import SimpleNamespace
+
+    from batchlab.engine.paths.paged.table import BlockTable
+    from batchlab.subjects.row_cost import unsealed
+
+    ids = list(range(16)) + list(range(16, 32)) + [None] * 3
+    good = BlockTable(blocks=[1, 2, 3], num_tokens=35, ids=ids, num_sealed=2)
+    bad = BlockTable(blocks=[1, 2, 3], num_tokens=35, ids=list(ids), num_sealed=16)
+    decoded = BlockTable(blocks=[4, 5], num_tokens=32, ids=list(range(16)) + [None] * 16,
+                         num_sealed=1)  # block 1 holds decoded ids: never sealed
+    cache = SimpleNamespace(pool=SimpleNamespace(block_size=16), rows=(good, bad, decoded))
+    assert unsealed(cache) == ["row 1: 16 sealed of 2 full known blocks"]
