@@ -14,6 +14,7 @@ pack() { tar czf $OUT/p.tgz -C $OUT p; }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,power.draw,temperature.gpu --format=csv > $R/gpu.txt 2>&1
 python3 -c 'import mlx.core as mx, mlx_lm; print(mx.__version__, mlx_lm.__version__, mx.default_device())' >> $R/gpu.txt 2>&1
 cat $R/gpu.txt
+# as run: 90 s covered 9 of its 36 rows (llama-3.2-1b's shape); every shape needs ~180 s
 timeout 90 python3 tools/h200/qkv_decode_probe.py > $R/qkv-probe.txt 2>&1; cat $R/qkv-probe.txt; pack
 timeout 120 python3 tools/h200/invariant_noise_probe.py > $R/noise-probe.txt 2>&1; cat $R/noise-probe.txt; pack
 for m in llama-hd64 qwen3-hd128; do for f in 1 0; do

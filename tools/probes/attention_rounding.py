@@ -15,6 +15,7 @@ float32 weights; prefill, then decode steps fed the float32 model's greedy ids.
 
 from __future__ import annotations
 
+import copy
 import sys
 
 import mlx.core as mx
@@ -79,7 +80,7 @@ def stats(ref: mx.array, got: mx.array) -> str:
 def main() -> None:
     for name in sys.argv[1:] or ["llama", "gemma3", "gemma4-12b"]:
         model = load(name).model
-        ref_model = type(model)(model.args)
+        ref_model = copy.deepcopy(model)  # not type(model)(args): a tied head stays tied
         ref_model.update(tree_map(lambda p: p.astype(mx.float32), model.parameters()))
         ref_model.eval()
         rng = np.random.default_rng(3)

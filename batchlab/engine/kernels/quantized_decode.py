@@ -226,7 +226,7 @@ def fits(queries: mx.array, k_packed: mx.array, dim: int, dv: int, bits: int, gr
             and mask.shape[0] in (1, queries.shape[0]))
 
 
-def num_chunks(rows: int, kv_heads: int, width: int) -> int:
+def num_chunks(rows: int, kv_heads: int, width: int) -> int:  # not gated: gpu only
     """Chunks of keys per (row, KV head): enough blocks to keep the GPU's loads in
     flight, but no chunk under 64 keys."""
     want = math.ceil(TARGET_BLOCKS / max(1, rows * kv_heads))
