@@ -191,8 +191,10 @@ def _second_gate(cell, ref, judging, got, result, tokens, solo: str) -> CellResu
     if golden.trajectory is None:  # not gated: oracle crash
         return result(Status.PASS, f"{solo}; no batch-oracle bits to compare (mlx-lm's batch "
                       f"mode crashed: {_bug_text(golden.oracle_bug)})", tokens=tokens)
-    exact = judging.second_is_exact(load(cell.model).model)
-    verdict = second_judge(cell, judging, exact, golden.trajectory, got)
+    model = load(cell.model).model
+    exact = judging.second_is_exact(model)
+    verdict = second_judge(cell, judging, exact, golden.trajectory, got,
+                           judging.second_gate(model))
     if golden.oracle_bug and not verdict.passed:  # not gated: no zoo oracle bug here
         return result(Status.ORACLE_BUG, f"{solo}; {verdict.detail}; but the oracle's batch "
                       f"bits are self-inconsistent: {_bug_text(golden.oracle_bug)}",
