@@ -235,6 +235,16 @@ _SPECS = [
         query_pre_attn_scalar=16.0, rms_norm_eps=1e-6, rope_theta=10000.0,
         attn_logit_softcapping=50.0, final_logit_softcapping=30.0,
     ),
+    # A config that names no head_dim (mlx-lm's llama then takes hidden / heads) and a head
+    # dim that is not a power of two: the quantized paths read both (``head_dims``: group
+    # 32 splits 96, group 64 does not, and only the rotated scheme needs a power of two).
+    _spec(
+        "llama-hd96", "llama", "bfloat16", "a llama config without head_dim (head dim 96)",
+        notes="2 query heads of 192 / 2 = 96 over 1 KV head; no head_dim key in its config",
+        hidden_size=192, num_attention_heads=2, num_key_value_heads=1, vocab_size=VOCAB_SIZE,
+        num_hidden_layers=2, intermediate_size=128, rms_norm_eps=1e-5, rope_theta=10000.0,
+        tie_word_embeddings=True,
+    ),
 ]
 # fmt: on
 
