@@ -240,9 +240,10 @@ _SPECS = [
     # 32 splits 96, group 64 does not, and only the rotated scheme needs a power of two).
     _spec(
         "llama-hd96", "llama", "bfloat16", "a llama config without head_dim (head dim 96)",
-        notes="2 query heads of 192 / 2 = 96 over 1 KV head; no head_dim key in its config",
+        notes="2 query heads of 192 / 2 = 96 over 1 KV head; no head_dim key in its config; "
+              "one layer, to stay tiny at hidden 192",
         hidden_size=192, num_attention_heads=2, num_key_value_heads=1, vocab_size=VOCAB_SIZE,
-        num_hidden_layers=2, intermediate_size=128, rms_norm_eps=1e-5, rope_theta=10000.0,
+        num_hidden_layers=1, intermediate_size=64, rms_norm_eps=1e-5, rope_theta=10000.0,
         tie_word_embeddings=True,
     ),
 ]
