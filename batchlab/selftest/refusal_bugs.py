@@ -43,4 +43,4 @@ def refuses_explicit_greedy() -> list[Patch]:
 def accepts_duplicate_name() -> list[Patch]:
     """``Scheduler.insert`` no longer sees the rows in flight, so a second request under a
     running row's name is queued beside it (two rows, one name: their emissions mix)."""
-    return [during(scheduler.Scheduler, "insert", "_all_seqs", lambda self: lambda: [])]
+    return [during(scheduler.Scheduler, "insert", "_all_seqs", lambda self: list)]

@@ -55,7 +55,7 @@ def run_subject(cell: Cell, subject: Subject, keep_values: bool = True,
         def insert(batch: list[Row]) -> None:
             if cell.refusals:  # raw, one by one: the subject builds and checks each
                 for r in batch:
-                    judge_answer(subject, row_dict(request(r)), None, cell.id)
+                    judge_answer(subject, row_dict(request(r)), None)
             else:
                 subject.insert([request(r) for r in batch])
             for r in batch:
@@ -75,7 +75,7 @@ def run_subject(cell: Cell, subject: Subject, keep_values: bool = True,
             park=lambda batch: subject.remove([r.name for r in batch], park=True),
             resume=lambda batch: subject.insert([request(r, "parked") for r in batch]),
             continue_=lambda batch: subject.insert([request(r, "finished") for r in batch]),
-            refuse=lambda r: judge_answer(subject, r.row(), r.expect, cell.id))
+            refuse=lambda r: judge_answer(subject, r.row(), r.expect))
     finally:
         subject.close()
     return Trajectory(rows={k: tuple(v) for k, v in rows.items()}, dtype=dtype)

@@ -50,14 +50,14 @@ def submit_row(subject, row: dict) -> None:
 
     try:
         subject.insert([row_of(row)])
-    except Exception as err:  # noqa: BLE001 - mapped or re-raised
+    except Exception as err:
         refused = refusal_of(err)
         if refused is None:
             raise
         raise refused from err
 
 
-def judge_answer(subject, row: dict, expect: str | None, where: str) -> None:
+def judge_answer(subject, row: dict, expect: str | None) -> None:
     """Submit ``row``; ``expect`` is the refusal kind the cell wants (None: it must run).
     Raises ``RefusalMismatch`` when the answer differs."""
     name = row.get("name", "?")
@@ -65,16 +65,16 @@ def judge_answer(subject, row: dict, expect: str | None, where: str) -> None:
         subject.submit(row)
     except Refused as err:
         if expect is None:
-            raise RefusalMismatch(f"{where}: the subject refused valid request {name!r} "
+            raise RefusalMismatch(f"the subject refused valid request {name!r} "
                                   f"({err.kind}: {err.message})") from err
         if err.kind != expect:
-            raise RefusalMismatch(f"{where}: request {name!r} was refused as {err.kind!r}, "
+            raise RefusalMismatch(f"request {name!r} was refused as {err.kind!r}, "
                                   f"expected {expect!r} ({err.message})") from err
         if len(err.message.split()) < MIN_WORDS:
-            raise RefusalMismatch(f"{where}: request {name!r} was refused ({err.kind}) with "
+            raise RefusalMismatch(f"request {name!r} was refused ({err.kind}) with "
                                   f"message {err.message!r}, which says nothing; a refusal "
                                   "says what to change") from err
         return
     if expect is not None:
-        raise RefusalMismatch(f"{where}: the subject accepted request {name!r}, which it "
+        raise RefusalMismatch(f"the subject accepted request {name!r}, which it "
                               f"must refuse ({expect}): {row}")
