@@ -4,8 +4,8 @@ M="python tools/mutant_after_import.py"
 R='refuse-requests'; Q='llama-hd96,kv4h'; N='nemotron-h'
 run(){ echo "== $1"; shift; $M "$@" 2>&1 | grep -v transformers | grep -v "^    "; }
 run clean batchlab.engine.core.batch Request.__post_init__ 'max_tokens <= 0' 'max_tokens <= 0' "$R,$Q,$N"
-run "sampler SamplingParams.__post_init____mutmut_2" batchlab.engine.core.sampler SamplingParams.__post_init__ '0  # not gated: input
-            or not 0 < self.top_p' '0 and not 0 < self.top_p' $R
+run "sampler SamplingParams.__post_init____mutmut_2" batchlab.engine.core.sampler SamplingParams.__post_init__ 'self.temperature < 0
+            or not 0 < self.top_p' 'self.temperature < 0 and not 0 < self.top_p' $R
 run "sampler SamplingParams.__post_init____mutmut_6" batchlab.engine.core.sampler SamplingParams.__post_init__ 'or self.temperature < 0' 'or self.temperature <= 0' $R
 run "sampler SamplingParams.__post_init____mutmut_37" batchlab.engine.core.sampler SamplingParams.__post_init__ 'self.xtc_probability <= 1 and' 'self.xtc_probability <= 2 and' $R
 run "sampler SamplingParams.__post_init____mutmut_45" batchlab.engine.core.sampler SamplingParams.__post_init__ '"and 0 <= xtc_threshold <= 0.5 (mlx-lm'"'"'s bounds)"' '"AND 0 <= XTC_THRESHOLD <= 0.5 (MLX-LM'"'"'S BOUNDS)"' $R
