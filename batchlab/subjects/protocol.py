@@ -42,14 +42,13 @@ History = Literal["none", "parked", "finished"]
 SCHEDULE_SETTINGS = ("prefill_batch_size", "completion_batch_size", "prefill_step_size")
 
 
-# invalid: the request itself is wrong (a parameter out of range, a name already in
-# flight, an empty prompt, max_tokens < 1); unsupported: a valid request this engine cannot
-# run (a model or history it refuses); capacity: it would run, but not now (no KV blocks)
-
-
 class Refused(Exception):
     """A subject turned one request down and keeps serving its other rows. ``kind`` is one
-    of ``REFUSAL_KINDS`` (what a refusal cell judges); ``message`` says what to change."""
+    of ``REFUSAL_KINDS`` (what a refusal cell judges): ``invalid`` (the request is wrong:
+    a parameter out of range, a name in flight, an empty prompt, max_tokens < 1),
+    ``unsupported`` (valid, but not on this engine: a model or history it refuses),
+    ``capacity`` (it would run, but not now: no KV blocks). ``message`` says what to
+    change."""
 
     def __init__(self, kind: str, message: str):
         if kind not in REFUSAL_KINDS:
