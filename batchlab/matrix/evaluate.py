@@ -91,11 +91,14 @@ def evaluate_cell(cell: Cell, ref: Reference) -> CellResult:
                       traceback=traceback.format_exc())
 
     from batchlab.matrix.engine_run import Unsupported
+    from batchlab.subjects.refusal import RefusalMismatch
 
     try:
         got = _run(cell, ref)
     except Unsupported as err:
         return result(Status.UNSUPPORTED, str(err), tokens=0)
+    except RefusalMismatch as err:
+        return result(Status.FAIL, f"refusal: {err}", tokens=0)
     except Exception as err:  # noqa: BLE001
         if golden.oracle_bug and golden.trajectory is None:
             return result(Status.ORACLE_BUG, _bug_text(golden.oracle_bug) +
