@@ -21,6 +21,9 @@ from batchlab.engine.core.sampler import GREEDY, SamplingParams
 # resume: insert it again with those caches and its ``resume`` ids as the new prompt.
 Action = Literal["insert", "remove", "park", "resume", "continue"]
 ACTIONS = ("insert", "remove", "park", "resume", "continue")
+# how a subject may turn a request down (subjects/protocol.py's ``Refused``): invalid (the
+# request is wrong), unsupported (valid, but not on this engine), capacity (not now)
+REFUSAL_KINDS = ("invalid", "unsupported", "capacity")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -67,6 +70,23 @@ class Event:
         return f"{self.action} {','.join(self.rows)} at {self.step}"
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Refusal:
+    """A request a refusal cell sends raw (the wire's ROW, kept as JSON text) just before
+    decode step ``step``, after that step's events; the subject must refuse it with kind
+    ``expect`` and run on. The oracle never sees it: the golden holds the other rows."""
+
+    step: int
+    expect: str
+    request: str  # json.dumps(row, sort_keys=True): as the cell gives it, unchecked
+
+    def row(self) -> dict:
+        return json.loads(self.request)
+
+    def definition(self) -> dict:
+        return {"at": self.step, "expect": self.expect, "request": self.row()}
+
+
 # The values a cell id leaves out; any other value is named in the id (``Cell.extras``).
 DEFAULT_STEPS = 12
 DEFAULT_SEED = 0
@@ -103,6 +123,7 @@ class Cell(CellKey):
     seed: int = DEFAULT_SEED  # prompt ids are drawn from (seed, row name, length)
     schedule: ScheduleConfig = MLX_LM_DEFAULTS
     sampling: SamplingParams = GREEDY  # the batch's shared sampler; seed = MLX's global seed
+    refusals: tuple[Refusal, ...] = ()  # a refusal cell's bad requests (docs/subjects.md)
 
     @property
     def key(self) -> CellKey:
@@ -188,6 +209,8 @@ class Cell(CellKey):
             out["schedule"] = self.schedule.as_dict()
         if self.sampling != GREEDY:
             out["sampling"] = self.sampling.as_dict()
+        if self.refusals:
+            out["refusals"] = [r.definition() for r in self.refusals]
         return out
 
     def definition_digest(self) -> str:

@@ -39,6 +39,15 @@
     events = ["insert A,B at 0", "insert C at 3", "remove A at 8"]   # also "park A at 4"
                                      # (remove keeping its caches), "resume A at 7"
     steps = 12                       # optional, as are path, context, schedule, sampling
+    refuse = [{ at = 2, expect = "invalid", row = { name = "X", prompt = [1, 2],
+                sampling = { top_p = 1.5 } } }]   # optional: a refusal cell (below)
+
+A refusal cell sends every row raw (the wire's ROW: ``name``, ``prompt``, ``max_tokens``,
+``sampling``, ``processors``, taken as written, unchecked) and each ``refuse`` entry's
+``row`` just before step ``at`` (after that step's events, at most the last event's
+step; ``max_tokens`` defaults to ``steps``): the subject must refuse it with the
+``expect`` kind (invalid, unsupported, capacity) and keep the other rows bit-exact
+against their golden, which the oracle makes without the refused rows.
 
 Everything is checked before anything runs, and every error names the file, the
 ``[[sweep]]`` or ``[[cell]]`` (1-based) and what to change. Expansion is deterministic;
@@ -56,7 +65,9 @@ from pathlib import Path
 from batchlab.cells.cell import (
     DEFAULT_SEED,
     DEFAULT_STEPS,
+    REFUSAL_KINDS,
     Cell,
+    Refusal,
     Row,
     parse_event,
     validate_events,
@@ -95,7 +106,8 @@ DEFAULT_KEYS = {"path", "steps", "seed", "schedule", "sampling"}
 SWEEP_KEYS = {"models", "batch", "padding", "scripts", "contexts", "paths", "steps", "seed",
               "schedule", "sampling", "window", "row_sampling", "row_processors"}
 CELL_KEYS = {"model", "models", "script", "prompts", "events", "steps", "path", "context",
-             "schedule", "sampling", "window"}
+             "schedule", "sampling", "window", "refuse"}
+REFUSE_KEYS = {"at", "expect", "row"}
 ROW_KEYS = {"length", "seed", "ids", "prefix", "resume", "sampling", "processors"}
 # scripts that run with one row (the others join, evict or wait for a second row)
 ONE_ROW_SCRIPTS = {"static", "park-resume", "prefix-join"}
@@ -222,6 +234,7 @@ def _explicit_cells(spec: dict, defaults: dict, where: str) -> list[Cell]:
         raise ValueError(f"{where}: 'events' must be a non-empty list such as "
                          "[\"insert A,B at 0\", \"remove A at 8\"]")
     events = tuple(parse_event(str(text), where) for text in events_text)
+    refusals = _refusals(spec.get("refuse", []), steps, events, path, where)
     cells = []
     for model in _windowed(_listed(spec, "models", where, [spec.get("model")]), spec, where):
         check_name(str(model), "model", where, model=True)
@@ -231,11 +244,45 @@ def _explicit_cells(spec: dict, defaults: dict, where: str) -> list[Cell]:
         cell = Cell(model=str(model), path=path, batch=max_alive(events), padding="explicit",
                     script=spec["script"], context=spec.get("context", "explicit"),
                     rows=rows, events=events, steps=steps, seed=seed,
-                    schedule=schedules[0], sampling=samplers[0])
+                    schedule=schedules[0], sampling=samplers[0], refusals=refusals)
         check_prompt_ids(cell, where)
         check_row_settings(cell, where)
         cells.append(cell)
     return cells
+
+
+def _refusals(value, steps: int, events, path: str, where: str) -> tuple[Refusal, ...]:
+    """A refusal cell's bad requests, raw: only their form is checked here (a table with a
+    name), never their values: the subject under test must find what is wrong."""
+    import json
+
+    from batchlab.judging.judging import Reference, judging_for
+
+    entries = _tables(value, f"{where} refuse")
+    if entries and judging_for(path).reference is Reference.SOLO:
+        raise ValueError(f"{where}: path {path} is judged against its own solo runs, which "
+                         "a refusal cell has no golden for; put refuse = [...] on a path "
+                         "judged against an oracle (l1, paged, kv*)")
+    last = max(e.step for e in events)
+    out = []
+    for i, entry in enumerate(entries):
+        at = f"{where} refuse #{i + 1}"
+        _no_unknown(entry, REFUSE_KEYS, at)
+        step = _int(entry.get("at"), "at", at)
+        if not 0 <= step <= last:
+            raise ValueError(f"{at}: at = {step}; give a step from 0 to {last} (the last "
+                             "event's), while the other rows run")
+        if entry.get("expect") not in REFUSAL_KINDS:
+            raise ValueError(f"{at}: expect = {entry.get('expect')!r}; give one of "
+                             f"{', '.join(REFUSAL_KINDS)}")
+        row = _table(entry.get("row"), f"{at} row")
+        if not isinstance(row.get("name"), str) or "prompt" not in row:
+            raise ValueError(f"{at}: the row needs a name and a prompt (the wire's ROW), "
+                             "e.g. row = { name = \"X\", prompt = [1, 2] }")
+        row = {"max_tokens": steps, "history": "none"} | row
+        out.append(Refusal(step=step, expect=entry["expect"],
+                           request=json.dumps(row, sort_keys=True)))
+    return tuple(out)
 
 
 def _windowed(models: list, table: dict, where: str) -> list:

@@ -62,8 +62,8 @@ REASONS = {
     "context": "a row's processor context always holds its prompt's fed tokens",
     "cpu": "the CPU backend drops all-True decode masks; a GPU keeps them (the H200 runs "
            "take the other way)",
-    "lab only": "kv4h (Hadamard-rotated 4-bit keys) and the layout arithmetic of the lab's "
-                "density table: no oracle exists for them; batchlab lab kl measures them",
+    "lab only": "the layout arithmetic of the lab's density table (KVQuant.words, "
+                "bytes_per_element), which nothing in batchlab calls today",
     "kv history": "prompt-cache history no cell reaches: an invariant row's (extract, merge, "
                   "size: the invariant path refuses history), a quantized row extracted "
                   "before its quantization start or holding no keys (the kv-history cells "
@@ -80,9 +80,8 @@ REASONS = {
     "gpu only": "code that runs only on MLX's CUDA backend (the row-attention kernel, the "
                 "quantized-attention form CUDA takes): the CPU gate cannot reach it; the "
                 "H200 runs do (reports/invariant/cuda-sm90, reports/lab/qkv-cuda-sm90)",
-    "no zoo module": "a module no zoo or real model has (mlx-lm's SwitchMLP, a padded depthwise "
-                     "conv); its stand-in "
-                     "mirrors the SwitchGLU one, which the default matrix gates",
+    "no zoo module": "a padded depthwise conv: every nn.Conv1d of mlx-lm's models is "
+                     "built with padding=0, so no zoo or real model has one",
 }
 
 

@@ -9,6 +9,8 @@ caches, what it refuses); this module says how the matrix judges what it ran:
     compiled    batch-oracle        the lab KL gate
     kv*         serial-quantized    FAIL where the batch can equal the serial run
                                     (``quantized_exact``), else the KV8 / KV4 KL gate
+    kv4h        solo                FAIL (no oracle has rotated keys: each row against
+                                    itself alone; ``batchlab lab kl`` measures its KL)
     invariant*  solo                FAIL (each row against itself run alone)
                 + batch-oracle      bit-exact where the backend makes it equal, else
                                     SECOND_KL_GATE (greedy rows, steps aside: second judge)
@@ -33,6 +35,7 @@ from enum import Enum
 
 import mlx.core as mx
 from mlx import nn
+from mlx.utils import tree_flatten
 
 from batchlab.engine.core.layers import has_rings
 from batchlab.engine.paths.quantized.path import KVScheme
@@ -44,6 +47,18 @@ from batchlab.judging.kl import KV4_KL_GATE, KV8_KL_GATE, LAB_KL_GATE, KLGate
 # near-tie one ulp apart: invariant-blocked/mamba2/B12/needle/join-evict flips row A's
 # token #1, 64 -> 194, at KL 5e-4), and that position counts against the rate.
 SECOND_KL_GATE = KLGate(max_kl=1e-3, min_same_top1=0.9)
+
+# The same judge on a GPU for models in a 16-bit dtype, re-derived from measured noise
+# (issue 28, reports/bench/cuda-sm90/issue28-b99a30d/): there mlx-lm's batch mode runs
+# MLX's masked SDPA, which rounds scores and probabilities to bf16 (8.6e-3 rel RMS against
+# float64 on the H200; the invariant path's row kernel 1.7e-3, rounded once), so two
+# correct attentions put bf16 zoo models apart by KL up to 0.21 at a step (gemma4-12b,
+# B129, 1033 steps; median 1.3e-3; top-1 91.4%), the same as a float32-scores attention
+# swapped into mlx-lm on the CPU (tools/probes/attention_rounding.py: max 0.26).
+# Measured on the CPU, the seeded bug ``invariant-window-one-key-short`` reaches max KL
+# 1.59 and 2.12, top-1 50% and 77.8%: outside this gate too. float32 models keep
+# SECOND_KL_GATE on a GPU: their rounding is ~1e-6 and cannot explain more.
+SECOND_KL_GATE_GPU_16BIT = KLGate(max_kl=0.5, min_same_top1=0.85)
 
 
 class Reference(str, Enum):
@@ -90,6 +105,19 @@ class Judging:
         return (self.path == "invariant" and mx.default_device().type == mx.cpu
                 and not has_rings(model))
 
+    def second_gate(self, model: nn.Module) -> KLGate:
+        """The second judge's KL gate where it is not bit-exact: SECOND_KL_GATE, except on
+        a GPU for a model whose floating parameters are mostly 16-bit (the measured
+        rounding of mlx-lm's masked attention there: SECOND_KL_GATE_GPU_16BIT)."""
+        if mx.default_device().type == mx.cpu:
+            return SECOND_KL_GATE
+        sizes: dict = {}
+        for _, p in tree_flatten(model.parameters()):
+            if mx.issubdtype(p.dtype, mx.floating):
+                sizes[p.dtype] = sizes.get(p.dtype, 0) + p.size
+        main = max(sizes, key=sizes.get) if sizes else mx.float32
+        return SECOND_KL_GATE_GPU_16BIT if main in (mx.bfloat16, mx.float16) else SECOND_KL_GATE
+
 
 _BY_PATH = {
     "l1": Judging(path="l1", reference=Reference.BATCH_ORACLE),
@@ -100,6 +128,8 @@ _BY_PATH = {
     "invariant-blocked": Judging(path="invariant-blocked", reference=Reference.SOLO,
                                  second=Reference.BATCH_ORACLE),
     "l1-solo": Judging(path="l1-solo", reference=Reference.SOLO),
+    # mlx-lm has no rotated quantized cache, so no golden: the batch against its solo runs
+    "kv4h": Judging(path="kv4h", reference=Reference.SOLO),
     "paged": Judging(path="paged", reference=Reference.BATCH_ORACLE),
 }
 

@@ -91,12 +91,15 @@ def evaluate_cell(cell: Cell, ref: Reference) -> CellResult:
                       traceback=traceback.format_exc())
 
     from batchlab.matrix.engine_run import Unsupported
+    from batchlab.subjects.refusal import RefusalMismatch
     from batchlab.subjects.row_cost import RowCostMismatch
 
     try:
         got = _run(cell, ref)
     except Unsupported as err:
         return result(Status.UNSUPPORTED, str(err), tokens=0)
+    except RefusalMismatch as err:
+        return result(Status.FAIL, f"refusal: {err}", tokens=0)
     except RowCostMismatch as err:  # the engine ran; its memory accounting is wrong
         return result(Status.FAIL, f"row cost: {err}", tokens=0)
     except Exception as err:  # noqa: BLE001
@@ -194,8 +197,10 @@ def _second_gate(cell, ref, judging, got, result, tokens, solo: str) -> CellResu
     if golden.trajectory is None:  # not gated: oracle crash
         return result(Status.PASS, f"{solo}; no batch-oracle bits to compare (mlx-lm's batch "
                       f"mode crashed: {_bug_text(golden.oracle_bug)})", tokens=tokens)
-    exact = judging.second_is_exact(load(cell.model).model)
-    verdict = second_judge(cell, judging, exact, golden.trajectory, got)
+    model = load(cell.model).model
+    exact = judging.second_is_exact(model)
+    verdict = second_judge(cell, judging, exact, golden.trajectory, got,
+                           judging.second_gate(model))
     if golden.oracle_bug and not verdict.passed:  # not gated: no zoo oracle bug here
         return result(Status.ORACLE_BUG, f"{solo}; {verdict.detail}; but the oracle's batch "
                       f"bits are self-inconsistent: {_bug_text(golden.oracle_bug)}",

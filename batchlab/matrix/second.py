@@ -8,7 +8,7 @@ its own seeded sampler draws from its own key here, from MLX's global key there)
 steps aside (the invariant path may admit a prompt on another step than mlx-lm; its
 tokens and logprobs are what it promises). A row the script removes is compared on the
 tokens both emitted. Bit-exact where the backend makes them equal
-(``Judging.second_is_exact``), else the second KL gate (``judging.SECOND_KL_GATE``) over
+(``Judging.second_is_exact``), else the second KL gate (``Judging.second_gate``) over
 each row's positions up to its first differing token: a one-ulp difference at a bf16
 near-tie may flip a greedy token, and every position after it is in another context.
 """
@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 from batchlab.cells.cell import Cell
 from batchlab.judging.compare import Divergence, first_divergence
 from batchlab.judging.judging import SECOND_KL_GATE, Judging
-from batchlab.judging.kl import KLStats, kl_stats
+from batchlab.judging.kl import KLGate, KLStats, kl_stats
 from batchlab.trajectory import Trajectory
 
 
@@ -60,7 +60,7 @@ def aligned(cell: Cell, want: Trajectory, got: Trajectory,
 
 
 def second_judge(cell: Cell, judging: Judging, exact: bool, golden: Trajectory,
-                 got: Trajectory) -> SecondVerdict:
+                 got: Trajectory, gate: KLGate = SECOND_KL_GATE) -> SecondVerdict:
     rows = greedy_rows(cell)
     if not rows:
         return SecondVerdict(passed=True, detail="no greedy row for the batch oracle")
@@ -76,7 +76,6 @@ def second_judge(cell: Cell, judging: Judging, exact: bool, golden: Trajectory,
     want, have = aligned(cell, golden, got, up_to_flip=True)
     if divergence.what == "length" or first_divergence(want, have, rows).what == "length":
         return SecondVerdict(passed=False, divergence=divergence, detail=where)
-    gate = SECOND_KL_GATE
     if not want.has_values():
         return SecondVerdict(passed=False, divergence=divergence, stale=True,
                              detail=f"{where}; the golden keeps no logprobs for the KL gate: "

@@ -27,6 +27,7 @@ from batchlab.selftest import (
     paged_bugs,
     peer_faults,
     quantized_bugs,
+    refusal_bugs,
     regime2_bugs,
     regime_bugs,
     schedule_bugs,
@@ -396,6 +397,20 @@ CATALOG: tuple[SeededBug, ...] = (
          "alone fails once the block is rewritten with equal ids under another parent; "
          "mutant block_manager _forget__mutmut_2 survived every cell until "
          "prefix-evict-reuse (reports/mutation/2026-12-02-r3)"),
+    # -- the engine's checks of a request, told only by refusal cells (mutation round 3)
+    _bug("engine-accepts-zero-max-tokens", "l1/*/B3/explicit/refuse-requests/*",
+         refusal_bugs.accepts_zero_max_tokens,
+         "rule: a request with max_tokens < 1 is refused (invalid); mutant batch "
+         "Request.__post_init____mutmut_3 survived every cell until the refusal cells "
+         "(reports/mutation/2026-12-02-r3/closed-r4-refusals.md)"),
+    _bug("engine-refuses-explicit-greedy", "l1/*/B3/explicit/refuse-requests/*",
+         refusal_bugs.refuses_explicit_greedy,
+         "rule: temperature 0 is a valid sampler (greedy); mutant sampler "
+         "SamplingParams.__post_init____mutmut_6 ran in no cell, the shared greedy sampler "
+         "being built before the cell starts"),
+    _bug("engine-accepts-duplicate-name", "l1/*/B3/explicit/refuse-requests/*",
+         refusal_bugs.accepts_duplicate_name,
+         "rule: a name in flight is refused (invalid): rows are keyed by name"),
     # -- round 4: the row-cost accounting serve admits by, and an empty merge
     _bug("paged-rowcost-rings-per-row", "paged/gemma3/B3/explicit/row-cost/*",
          cost_bugs.paged_rings_per_row,

@@ -5,6 +5,7 @@ line of the cell, with the reason, never a FAIL and never a silent skip.
                             kv8/llama/B4/...    "subject mlx-lm runs paths l1; ..."
     history=False           .../prefix-share    "the cell gives rows a prefix ..."
     controls_join=True      .../B4/...          "the subject decides when rows join ..."
+    validates=False         a refusal cell      "subject mlx-lm declares no validation ..."
 """
 
 from __future__ import annotations
@@ -35,6 +36,9 @@ def refusal(name: str, caps: Capabilities, cell: Cell) -> str | None:
         if value != getattr(MLX_LM_DEFAULTS, setting) and setting not in caps.schedule:
             return (f"{who} does not honour {setting} (this cell sets {value}); the "
                     "reference's bits depend on it")
+    if cell.refusals and not caps.validates:
+        return (f"{who} declares no validation of requests (capability 'validates', "
+                "answered with a refusal); this cell sends requests it must refuse")
     if caps.controls_join and cell.batch > 1:
         return (f"{who} decides itself when a queued row joins; the batch oracle's bits "
                 "depend on the step each row joins at, so only B=1 cells are judged")

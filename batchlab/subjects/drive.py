@@ -2,7 +2,9 @@
 runs too, so a step's events land just before the same step for every subject.
 
 The subject's emissions become a ``Trajectory`` here, on the harness's side: the digest
-of a logprob row is taken from the bytes the subject handed over, never asked of it.
+of a logprob row is taken from the bytes the subject handed over, never asked of it. A
+refusal cell's rows go raw, one ``submit`` each, and its bad requests too
+(``subjects/refusal.py``): a wrong answer raises ``RefusalMismatch``, the cell's FAIL.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ from batchlab.cells.drive import drive_script
 from batchlab.engine.paths.registry import Unsupported
 from batchlab.subjects.capabilities import refusal
 from batchlab.subjects.protocol import RowRequest, Setup, Subject
+from batchlab.subjects.refusal import judge_answer
+from batchlab.subjects.wire import row_dict
 from batchlab.trajectory import Step, Trajectory, make_step
 
 
@@ -50,7 +54,11 @@ def run_subject(cell: Cell, subject: Subject, keep_values: bool = True,
     rows: dict[str, list[Step]] = {}
     try:
         def insert(batch: list[Row]) -> None:
-            subject.insert([request(r) for r in batch])
+            if cell.refusals:  # raw, one by one: the subject builds and checks each
+                for r in batch:
+                    judge_answer(subject, row_dict(request(r)), None)
+            else:
+                subject.insert([request(r) for r in batch])
             for r in batch:
                 rows.setdefault(r.name, [])
 
@@ -69,7 +77,8 @@ def run_subject(cell: Cell, subject: Subject, keep_values: bool = True,
             remove=lambda batch: subject.remove([r.name for r in batch]),
             park=lambda batch: subject.remove([r.name for r in batch], park=True),
             resume=lambda batch: subject.insert([request(r, "parked") for r in batch]),
-            continue_=lambda batch: subject.insert([request(r, "finished") for r in batch]))
+            continue_=lambda batch: subject.insert([request(r, "finished") for r in batch]),
+            refuse=lambda r: judge_answer(subject, r.row(), r.expect))
     finally:
         subject.close()
     return Trajectory(rows={k: tuple(v) for k, v in rows.items()}, dtype=dtype)

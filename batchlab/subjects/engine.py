@@ -2,7 +2,9 @@
 
 The cell's path picks the engine path (``engine/paths/registry.py``); a path that
 refuses the cell's model raises ``Unsupported`` from ``open``. The subject keeps the
-caches of parked rows and, when a ``continue`` will come, of finished ones.
+caches of parked rows and, when a ``continue`` will come, of finished ones. It validates:
+``submit`` builds a raw request's records here, so the engine's own checks
+(``SamplingParams``, ``ProcessorParams``, ``Request``, ``Scheduler.insert``) decide.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ class BatchlabSubject:
     under another schedule that way)."""
 
     name = "batchlab"
-    capabilities = Capabilities()
+    capabilities = Capabilities(validates=True)
 
     def __init__(self, *, model=None, dtype: str | None = None,
                  scheduler_class: type[Scheduler] | None = None,
@@ -68,6 +70,13 @@ class BatchlabSubject:
         self.scheduler.insert([
             Request(name=r.name, prompt=r.prompt, max_tokens=r.max_tokens, sampling=r.sampling,
                     processors=r.processors, history=self._history(r)) for r in rows])
+
+    def submit(self, row: dict) -> None:
+        """One request as the wire carries it: inserted, or refused (``Refused``) with
+        nothing inserted (``Scheduler.insert`` checks before it queues)."""
+        from batchlab.subjects.refusal import submit_row
+
+        submit_row(self, row)
 
     def remove(self, names: list[str], park: bool = False) -> None:
         kept = self.scheduler.remove(names, keep_history=park)

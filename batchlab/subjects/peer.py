@@ -19,6 +19,7 @@ from pathlib import Path
 
 from batchlab.engine.paths.registry import Unsupported
 from batchlab.subjects.choose import subject_for
+from batchlab.subjects.protocol import Refused
 from batchlab.subjects.wire import PROTOCOL, logprobs_dict, row_of, setup_of
 
 
@@ -30,7 +31,13 @@ def answer(subject, message: dict) -> dict | None:
                 "capabilities": subject.capabilities.as_dict()}
     if op == "open":
         return {"ok": True, "dtype": subject.open(setup_of(message["setup"]))}
-    if op == "insert":
+    if op == "insert" and subject.capabilities.validates:
+        try:  # a refused row is not inserted; the rows before it in the message are
+            for row in message["rows"]:
+                subject.submit(row)
+        except Refused as err:
+            return {"ok": False, "refused": {"kind": err.kind, "message": err.message}}
+    elif op == "insert":
         subject.insert([row_of(r) for r in message["rows"]])
     elif op == "remove":
         subject.remove(list(message["rows"]), park=bool(message.get("park", False)))

@@ -15,6 +15,9 @@ A peer that dies, answers nothing within ``timeout`` seconds, or answers out of 
 raises ``SubjectError``: ERROR for the cell it was running; the peer is ended and the
 next cell starts a fresh one. ``{"ok": false, "unsupported": why}`` to ``open`` is the
 cell's UNSUPPORTED; ``{"ok": false, "error": text}`` is the engine's own crash (ERROR).
+A peer that declares ``"validates": true`` may answer an ``insert`` with ``{"ok": false,
+"refused": {"kind": "invalid", "message": ...}}``: the row is not inserted, the others run
+on (``Refused``; a refusal cell sends each request it judges in an insert of its own).
 """
 
 from __future__ import annotations
@@ -28,7 +31,15 @@ import tempfile
 import time
 
 from batchlab.engine.paths.registry import Unsupported
-from batchlab.subjects.protocol import Capabilities, Emission, RowRequest, Setup, SubjectError
+from batchlab.subjects.protocol import (
+    REFUSAL_KINDS,
+    Capabilities,
+    Emission,
+    Refused,
+    RowRequest,
+    Setup,
+    SubjectError,
+)
 from batchlab.subjects.wire import PROTOCOL, logprobs_of, row_dict, setup_dict
 
 DEFAULT_TIMEOUT = 120.0  # seconds for one answer (a long prefill included)
@@ -77,6 +88,10 @@ class ProcessSubject:
     def insert(self, rows: list[RowRequest]) -> None:
         self._active = self._count(self._call({"op": "insert",
                                                "rows": [row_dict(r) for r in rows]}))
+
+    def submit(self, row: dict) -> None:
+        """One raw request in an insert of its own; a ``refused`` answer raises ``Refused``."""
+        self._active = self._count(self._call({"op": "insert", "rows": [row]}))
 
     def remove(self, names: list[str], park: bool = False) -> None:
         self._active = self._count(self._call({"op": "remove", "rows": names, "park": park}))
@@ -138,11 +153,20 @@ class ProcessSubject:
             if "unsupported" in reply and op == "open":
                 why = str(reply["unsupported"])
                 raise Unsupported(f"{self.name}: {why}", reason=why)
+            if "refused" in reply and op == "insert":
+                self._refused(reply["refused"], line)
             raise PeerError(f"the peer's engine failed on '{op}': {reply.get('error', reply)}")
         missing = [k for k in expect if k not in reply]
         if missing:
             self._broken(f"answered '{op}' without {', '.join(missing)}: {line[:200]!r}")
         return reply
+
+    def _refused(self, refusal, line: bytes):
+        kind = refusal.get("kind") if isinstance(refusal, dict) else None
+        if kind not in REFUSAL_KINDS:
+            self._broken(f"refused an insert without a known kind ({', '.join(REFUSAL_KINDS)}):"
+                         f" {line[:200]!r}")
+        raise Refused(kind, str(refusal.get("message", "")))
 
     def _read_line(self, op: str) -> bytes:
         allowed = max(self.timeout, START_TIMEOUT) if op in ("hello", "open") else self.timeout

@@ -8,6 +8,8 @@ One cell's run, seen from the subject (``drive.py`` makes these calls)::
     emissions = subject.step()             # one decode step: [Emission(name, token, logprobs)]
     subject.num_active                     # rows inserted and not finished or removed
     subject.close()                        # the cell is over (also after an error)
+    subject.submit({"name": "X", ...})     # refusal cells only: one raw request (the wire's
+                                           # ROW), refused with ``Refused`` or inserted
 
 A subject keeps the caches of parked and finished rows itself: a ``RowRequest`` says
 which history a row starts from (``none``, ``parked``, ``finished``; ``prefix`` ids are a
@@ -15,6 +17,11 @@ history the subject builds by a single-stream prefill). ``open`` raises ``Unsupp
 when the subject cannot run the cell (the reason becomes the cell's UNSUPPORTED line);
 ``SubjectError`` says the subject broke (ERROR for that cell). What the cell is judged
 against is the harness's business (``batchlab/judging``), never the subject's.
+
+A subject that declares ``validates`` takes requests as they come over the wire
+(``submit``: a dict, its sampler and processors not yet built) and refuses a bad one
+with ``Refused(kind, message)``, keeping its other rows running; a refusal cell
+(``docs/subjects.md``) holds it to that. Others get UNSUPPORTED for those cells.
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ from typing import Literal, Protocol, runtime_checkable
 
 import mlx.core as mx
 
+from batchlab.cells.cell import REFUSAL_KINDS
 from batchlab.engine.core.config import MLX_LM_DEFAULTS, ScheduleConfig
 from batchlab.engine.core.processors import ProcessorParams
 from batchlab.engine.core.sampler import GREEDY, SamplingParams
@@ -32,6 +40,21 @@ from batchlab.trajectory import Step
 
 History = Literal["none", "parked", "finished"]
 SCHEDULE_SETTINGS = ("prefill_batch_size", "completion_batch_size", "prefill_step_size")
+
+
+class Refused(Exception):
+    """A subject turned one request down and keeps serving its other rows. ``kind`` is one
+    of ``REFUSAL_KINDS`` (what a refusal cell judges): ``invalid`` (the request is wrong:
+    a parameter out of range, a name in flight, an empty prompt, max_tokens < 1),
+    ``unsupported`` (valid, but not on this engine: a model or history it refuses),
+    ``capacity`` (it would run, but not now: no KV blocks). ``message`` says what to
+    change."""
+
+    def __init__(self, kind: str, message: str):
+        if kind not in REFUSAL_KINDS:
+            raise ValueError(f"refusal kind {kind!r}: use one of {', '.join(REFUSAL_KINDS)}")
+        super().__init__(f"{kind}: {message}")
+        self.kind, self.message = kind, message
 
 
 class SubjectError(RuntimeError):
@@ -47,7 +70,8 @@ class Capabilities:
     batch mode is one, ``l1``). ``schedule``: the schedule settings it honours (the
     golden's bits depend on them). ``controls_join``: the subject, not the script, decides
     at which step a queued row joins (a server): only B=1 cells can then be judged
-    against batch-mode goldens."""
+    against batch-mode goldens. ``validates``: it implements ``submit`` and refuses bad
+    requests (``Refused``) while serving the others (refusal cells need it)."""
 
     paths: tuple[str, ...] | None = None
     history: bool = True  # prefix, park/resume, continue
@@ -55,12 +79,13 @@ class Capabilities:
     processors: bool = True  # per-row logits processors
     schedule: tuple[str, ...] = SCHEDULE_SETTINGS
     controls_join: bool = False
+    validates: bool = False
 
     def as_dict(self) -> dict:
         return {"paths": None if self.paths is None else list(self.paths),
                 "history": self.history, "sampling": self.sampling,
                 "processors": self.processors, "schedule": list(self.schedule),
-                "controls_join": self.controls_join}
+                "controls_join": self.controls_join, "validates": self.validates}
 
     @classmethod
     def from_dict(cls, d: dict) -> Capabilities:
@@ -69,7 +94,8 @@ class Capabilities:
                    history=bool(d.get("history", False)), sampling=bool(d.get("sampling", False)),
                    processors=bool(d.get("processors", False)),
                    schedule=tuple(d.get("schedule", ())),
-                   controls_join=bool(d.get("controls_join", False)))
+                   controls_join=bool(d.get("controls_join", False)),
+                   validates=bool(d.get("validates", False)))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -128,5 +154,5 @@ class Subject(Protocol):
     def close(self) -> None: ...
 
 
-__all__ = ["Capabilities", "Emission", "History", "RowRequest", "SCHEDULE_SETTINGS", "Setup",
-           "Subject", "SubjectError", "Unsupported"]
+__all__ = ["Capabilities", "Emission", "History", "REFUSAL_KINDS", "Refused", "RowRequest",
+           "SCHEDULE_SETTINGS", "Setup", "Subject", "SubjectError", "Unsupported"]

@@ -235,6 +235,31 @@ _SPECS = [
         query_pre_attn_scalar=16.0, rms_norm_eps=1e-6, rope_theta=10000.0,
         attn_logit_softcapping=50.0, final_logit_softcapping=30.0,
     ),
+    # A config that names no head_dim (mlx-lm's llama then takes hidden / heads) and a head
+    # dim that is not a power of two: the quantized paths read both (``head_dims``: group
+    # 32 splits 96, group 64 does not, and only the rotated scheme needs a power of two).
+    _spec(
+        "llama-hd96", "llama", "bfloat16", "a llama config without head_dim (head dim 96)",
+        notes="2 query heads of 192 / 2 = 96 over 1 KV head; no head_dim key in its config; "
+              "one layer, to stay tiny at hidden 192",
+        hidden_size=192, num_attention_heads=2, num_key_value_heads=1, vocab_size=VOCAB_SIZE,
+        num_hidden_layers=1, intermediate_size=64, rms_norm_eps=1e-5, rope_theta=10000.0,
+        tie_word_embeddings=True,
+    ),
+    # mlx-lm's SwitchMLP (not SwitchGLU) experts: Nemotron-H's MoE blocks, between a
+    # Mamba-2 block and an attention block; the invariant path swaps in its unsorted copy.
+    _spec(
+        "nemotron-h", "nemotron_h", "float32", "Nemotron-H (Mamba-2 + attention + SwitchMLP MoE)",
+        notes="blocks M * E: Mamba-2 (4 heads of 16), attention (4 over 2 KV heads), MoE (4 "
+              "routed SwitchMLP experts, top-2, one shared); float32: GatherMM on the CPU",
+        **_ATTN, intermediate_size=128, max_position_embeddings=4096, attention_bias=False,
+        mamba_num_heads=4, mamba_head_dim=16, mamba_proj_bias=False, ssm_state_size=16,
+        conv_kernel=4, n_groups=1, mlp_bias=False, layer_norm_epsilon=1e-5, use_bias=False,
+        use_conv_bias=True, hybrid_override_pattern=["M", "*", "E"], head_dim=16,
+        moe_intermediate_size=32, n_routed_experts=4, n_group=1, topk_group=1,
+        num_experts_per_tok=2, norm_topk_prob=True, routed_scaling_factor=1.0,
+        n_shared_experts=1, moe_shared_expert_intermediate_size=32,
+    ),
 ]
 # fmt: on
 

@@ -56,6 +56,7 @@ _NAMED_RANGES = {
     "per_expert_scale": (0.9, 1.1),  # gemma4 router per-expert output scale
     "conv_k": (0.3, 0.7),  # baichuan-m1's 2-tap key / value conv over time: a blend of
     "conv_v": (0.3, 0.7),  # this token and the previous one
+    "e_score_correction_bias": (-0.1, 0.1),  # nemotron-h router: a small per-expert nudge
 }
 
 

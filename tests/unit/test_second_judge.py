@@ -55,3 +55,29 @@ def test_a_golden_without_logprobs_is_stale_for_the_kl_judge():
     verdict = second_judge(CELL, judging, False, golden, trajectory([0, 1], B))
     assert not verdict.passed and verdict.stale
     assert "the golden keeps no logprobs for the KL gate" in verdict.detail
+
+
+C = [log_softmax([4.0, 0.0, 0.0]), log_softmax([0.0, 3.0, 0.0])]  # step 1 moved: KL ~0.026
+
+
+def test_the_gate_is_the_callers_and_a_gpu_judges_16_bit_models_by_the_measured_noise(
+        monkeypatch):
+    import mlx.core as mx
+    from mlx import nn
+
+    from batchlab.judging.judging import SECOND_KL_GATE, SECOND_KL_GATE_GPU_16BIT
+    from batchlab.judging.kl import KLGate
+
+    judging = judging_for("invariant")
+    golden, got = trajectory([0, 1], A), trajectory([0, 1], C)
+    tight = second_judge(CELL, judging, False, golden, got)
+    assert not tight.passed and "gate max KL <= 0.001, same top-1 >= 90%" in tight.detail
+    loose = second_judge(CELL, judging, False, golden, got, SECOND_KL_GATE_GPU_16BIT)
+    assert loose.passed and "gate max KL <= 0.5, same top-1 >= 85%" in loose.detail
+    assert SECOND_KL_GATE_GPU_16BIT == KLGate(max_kl=0.5, min_same_top1=0.85)
+    bf16, fp32 = nn.Linear(4, 4), nn.Linear(4, 4)
+    bf16.set_dtype(mx.bfloat16)
+    assert judging.second_gate(bf16) is SECOND_KL_GATE  # the CPU: unchanged
+    monkeypatch.setattr(mx, "default_device", lambda: mx.Device(mx.gpu, 0))
+    assert judging.second_gate(bf16) is SECOND_KL_GATE_GPU_16BIT
+    assert judging.second_gate(fp32) is SECOND_KL_GATE  # float32 rounding explains ~1e-6

@@ -51,6 +51,8 @@ PINNED = {
     "gemma3-hd64": ("gemma3-hd64-04d367a10957", "e91ce8cbe1592d8d"),
     "qwen3-moe-hd64": ("qwen3-moe-hd64-98135418bfb8", "41ab2bf5ff848a98"),
     "gemma2-gqa": ("gemma2-gqa-73d798a176c2", "cdcd680f3e37fa59"),
+    "llama-hd96": ("llama-hd96-4730fd8d5f9b", "f933eeed3b808267"),
+    "nemotron-h": ("nemotron-h-80bf97025f73", "79e614e105949ee4"),
 }
 
 # name -> the stamp goldens carry (batchlab.golden.check.model_fingerprint): weights plus a
@@ -78,6 +80,8 @@ GOLDEN_STAMPS = {
     "gemma3-hd64": "e91ce8cbe1592d8d+cfg50371ad8",
     "qwen3-moe-hd64": "41ab2bf5ff848a98+cfg6e909b4d",
     "gemma2-gqa": "cdcd680f3e37fa59+cfg06baf760",
+    "llama-hd96": "f933eeed3b808267+cfge4ae094c",
+    "nemotron-h": "79e614e105949ee4+cfgad89ce47",
 }
 
 LAYER_KINDS = {
@@ -101,6 +105,8 @@ LAYER_KINDS = {
     "gemma3-hd64": "sliding8×2 full×2",
     "qwen3-moe-hd64": "full×2 +moe",
     "gemma2-gqa": "full×2",
+    "llama-hd96": "full",
+    "nemotron-h": "ssm full +moe",
 }
 
 

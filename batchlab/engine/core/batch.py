@@ -29,9 +29,9 @@ class Request:
     history: History | None = None  # None: the row starts from empty caches
 
     def __post_init__(self):
-        if not self.prompt:  # not gated: input
+        if not self.prompt:
             raise ValueError(f"request {self.name!r} has an empty prompt; give at least one id")
-        if self.max_tokens <= 0:  # not gated: input
+        if self.max_tokens <= 0:
             raise ValueError(f"request {self.name!r}: max_tokens must be > 0")
 
 

@@ -35,15 +35,15 @@ class ProcessorParams:
     frequency_context_size: int = DEFAULT_CONTEXT
 
     def __post_init__(self):
-        if self.repetition_penalty < 0:  # not gated: input
+        if self.repetition_penalty < 0:
             raise ValueError(f"repetition_penalty must be >= 0 (mlx-lm refuses a negative "
                              f"one), got {self.repetition_penalty}")
         ids = [t for t, _ in self.logit_bias]
-        if len(set(ids)) != len(ids):  # not gated: input
+        if len(set(ids)) != len(ids):
             raise ValueError(f"logit_bias names a token twice: {ids}; give each id once")
         for size in (self.repetition_context_size, self.presence_context_size,
                      self.frequency_context_size):
-            if size < 1:  # not gated: input
+            if size < 1:
                 raise ValueError(f"penalty context sizes must be >= 1, got {size}")
 
     @property

@@ -44,18 +44,18 @@ class SamplingParams:
         return self.temperature == 0.0
 
     def __post_init__(self):
-        if (not math.isfinite(self.temperature) or self.temperature < 0  # not gated: input
+        if (not math.isfinite(self.temperature) or self.temperature < 0
                 or not 0 < self.top_p <= 1 or self.top_k < 0):
             raise ValueError(
                 f"bad sampling params {self}: need a finite temperature >= 0, "
                 "0 < top_p <= 1, top_k >= 0"
             )
-        if not 0 <= self.min_p < 1:  # not gated: input
+        if not 0 <= self.min_p < 1:
             raise ValueError(f"bad sampling params {self}: need 0 <= min_p < 1")
-        if not 0 <= self.seed < 2**64:  # not gated: input
+        if not 0 <= self.seed < 2**64:
             raise ValueError(f"bad sampling params {self}: need 0 <= seed < 2**64")
         xtc_ok = 0 <= self.xtc_probability <= 1 and 0 <= self.xtc_threshold <= 0.5
-        if not xtc_ok:  # not gated: input
+        if not xtc_ok:
             raise ValueError(f"bad sampling params {self}: need 0 <= xtc_probability <= 1 "
                              "and 0 <= xtc_threshold <= 0.5 (mlx-lm's bounds)")
 

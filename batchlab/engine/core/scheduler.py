@@ -102,7 +102,7 @@ class Scheduler:
     def insert(self, requests: list[Request]) -> None:
         names = {s.name for s in self._all_seqs()}
         for request in requests:
-            if request.name in names:  # not gated: input
+            if request.name in names:
                 raise ValueError(f"row {request.name!r} is already in flight; names are unique")
             names.add(request.name)
             self.queue.append(Sequence.start(request, self.row_sampler))

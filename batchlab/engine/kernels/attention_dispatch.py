@@ -9,7 +9,8 @@ another computation than that helper's on some backends:
   keys, for caches that ``prefills_rows`` (``row_prefill.py``: many prompts in one
   forward, each with the bits of its prefill alone);
 - quantized KV on CUDA, where mlx-lm's quantized attention has no kernel (its
-  ``quantized_matmul`` calls are refused there: ``quantized_attention.py``).
+  ``quantized_matmul`` calls are refused there: ``quantized_attention.py``, whose decode
+  kernel reads the owner cache's packed words).
 
 ``install_dispatch`` replaces the helper in the loaded ``mlx_lm.models`` modules with
 ``dispatch``, which sends those calls to the engine and every other call, unchanged, to
@@ -69,7 +70,7 @@ def make_dispatch(original):
                                          sinks)
         if hasattr(owner, "bits") and on_cuda():  # not gated: gpu only
             return quantized_attention(queries, keys, values, scale, mask, owner.group_size,
-                                       owner.bits, sinks)
+                                       owner.bits, sinks, owner)
         return original(queries, keys, values, cache=cache, scale=scale, mask=mask,
                         sinks=sinks)
 

@@ -34,7 +34,7 @@ class UnsortedSwitchGLU(SwitchGLU):
         return self.down_proj(self.activation(up, gate), indices).squeeze(-2)
 
 
-class UnsortedSwitchMLP(SwitchMLP):  # not gated: no zoo module
+class UnsortedSwitchMLP(SwitchMLP):
     """SwitchMLP that never sorts its tokens by expert."""
 
     def __call__(self, x, indices) -> mx.array:

@@ -97,6 +97,7 @@ class QuantizedMode:
 
     quant: KVQuant
     quantized: bool
+    served_packed: tuple | None = None  # (ints served, packed K, packed V, dk, dv)
     _dims: tuple[int, int, str] | None  # (key dim, value dim, dtype name) once known
 
     def _init_quant(self, quant: KVQuant) -> None:
@@ -144,14 +145,18 @@ class QuantizedMode:
         packed = isinstance(k, mx.array) and k.dtype == mx.uint32
         return self.unpacked(k, v) if packed else (k, v)
 
-    def _pack_keys(self, keys: mx.array) -> mx.array:
-        """Keys as stored (a subclass may transform them first: ``rotated_kv.py``)."""
-        return pack(keys, self.quant)
-
     def unpacked(self, k: mx.array, v: mx.array):
         dk, dv, dtype = self._dims
         dtype = getattr(mx, dtype)
-        return unpack(k, self.quant, dk, dtype), unpack(v, self.quant, dv, dtype)
+        served = unpack(k, self.quant, dk, dtype), unpack(v, self.quant, dv, dtype)
+        # what was unpacked, as stored: CUDA decode attention reads these words
+        # (kernels/quantized_decode.py), found by the ints array it was handed
+        self.served_packed = (served[0][0], k, v, dk, dv)
+        return served
+
+    def _pack_keys(self, keys: mx.array) -> mx.array:
+        """Keys as stored (a subclass may transform them first: ``rotated_kv.py``)."""
+        return pack(keys, self.quant)
 
     def _align_format(self, other) -> None:
         """Before ``extend``: one side quantized makes both quantized (dims shared)."""

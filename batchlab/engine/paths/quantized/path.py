@@ -101,10 +101,10 @@ def refuses_quantized(scheme: KVScheme):
         if count_attention_caches(model) == 0:  # not gated: refusal
             return "the model has no attention caches to quantize"
         rings = any(type(c) is RotatingKVCache for c in attention_templates(model))
-        if scheme.rotated and rings:  # not gated: lab only
+        if scheme.rotated and rings:
             return "rotated keys are implemented for full-attention layers only"
         for dim in head_dims(model):
-            if scheme.rotated and dim & (dim - 1):  # not gated: lab only
+            if scheme.rotated and dim & (dim - 1):
                 return f"a Hadamard rotation needs a power-of-two head dim, not {dim}"
             if dim % scheme.group_size:  # not gated: refusal
                 return (f"head dim {dim} is not a multiple of the kv group size "
@@ -119,6 +119,6 @@ def head_dims(model: nn.Module) -> set[int]:
     cfg = vars(args) if args is not None else {}
     dims = {cfg.get("head_dim") or 0, cfg.get("global_head_dim") or 0}
     unnamed = not (dims - {0}) and cfg.get("hidden_size") and cfg.get("num_attention_heads")
-    if unnamed:  # not gated: config
+    if unnamed:
         dims = {cfg["hidden_size"] // cfg["num_attention_heads"]}
     return dims - {0}

@@ -23,9 +23,9 @@ from batchlab.engine.paths.quantized.kv import BatchQuantizedKV
 
 
 @functools.lru_cache(maxsize=8)
-def hadamard(dim: int, dtype_name: str) -> mx.array:  # not gated: lab only
+def hadamard(dim: int, dtype_name: str) -> mx.array:
     """The (dim, dim) Sylvester Hadamard matrix over sqrt(dim): orthonormal, symmetric."""
-    if dim < 1 or dim & (dim - 1):
+    if dim < 1 or dim & (dim - 1):  # not gated: refusal (refuses_quantized says it first)
         raise ValueError(f"a Hadamard rotation needs a power-of-two head dim, not {dim}")
     h = mx.array([[1.0]])
     while h.shape[0] < dim:
@@ -33,7 +33,7 @@ def hadamard(dim: int, dtype_name: str) -> mx.array:  # not gated: lab only
     return (h / dim**0.5).astype(getattr(mx, dtype_name))
 
 
-class BatchRotatedKV(BatchQuantizedKV):  # not gated: lab only
+class BatchRotatedKV(BatchQuantizedKV):
     """BatchQuantizedKV whose keys are stored rotated and served dequantized."""
 
     @property
