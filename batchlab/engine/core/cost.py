@@ -29,8 +29,11 @@ class RowCost:
     block_size: int | None = None  # paged caches: a row holds whole blocks, unpadded
 
     def row_bytes(self, tokens: int) -> int:
-        ring = sum(min(window, tokens) * cost for window, cost in self.window_per_token)
-        return self.fixed + self.per_token * tokens + ring
+        return self.fixed + self.per_token * tokens + self.ring_bytes(tokens)
+
+    def ring_bytes(self, tokens: int) -> int:
+        """A row's sliding-window layers: never more than the window."""
+        return sum(min(window, tokens) * cost for window, cost in self.window_per_token)
 
     def batch_bytes(self, lengths: list[int]) -> int:
         """The KV bytes of a batch whose rows reach ``lengths`` tokens: left-padded to
@@ -40,12 +43,11 @@ class RowCost:
         matrix's row-cost cells caught the per-row count undercounting them)."""
         if not lengths:
             return 0
-        bs = self.block_size
+        bs, longest = self.block_size, max(lengths)
         if bs:
-            rings = len(lengths) * (self.row_bytes(max(lengths)) - self.fixed
-                                    - self.per_token * max(lengths))
-            return rings + sum(self.fixed + self.per_token * (n + -n % bs) for n in lengths)
-        return len(lengths) * self.row_bytes(max(lengths))
+            return sum(self.fixed + self.per_token * (n + -n % bs) + self.ring_bytes(longest)
+                       for n in lengths)
+        return len(lengths) * self.row_bytes(longest)
 
 
 def measure_row_cost(model: nn.Module, caches_factory) -> RowCost:
