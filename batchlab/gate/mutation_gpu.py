@@ -24,6 +24,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from batchlab.report.files import JSONL, read_results
+
 SHIM_MODULE = (
     "from batchlab.gate.mutation_shim import MutantDict, wrap_in_trampoline  # noqa: F401\n"
 )
@@ -36,10 +38,10 @@ def verdict(clean: dict[str, str], mutant: dict[str, str]) -> tuple[str, list[st
 
 
 def statuses(report: Path) -> dict[str, str]:
-    path = report / "results.jsonl"
-    if not path.exists():
+    """Each cell's status in a report folder; none where the run wrote no results."""
+    if not (report / JSONL).exists():
         return {}
-    return {r["cell_id"]: r["status"] for r in map(json.loads, path.read_text().splitlines())}
+    return {r.cell_id: str(r.status) for r in read_results(report)}
 
 
 def write_shim(folder: Path) -> Path:

@@ -26,3 +26,16 @@ def test_the_shim_package_imports_in_a_fresh_process(tmp_path):
                           capture_output=True, text=True, cwd=str(tmp_path))
     assert done.returncode == 0, done.stderr
     assert "dict" in done.stdout
+
+
+def test_statuses_read_a_report_folder_and_none_where_nothing_was_written(tmp_path):
+    from batchlab.gate.mutation_gpu import statuses
+    from batchlab.report.files import JSONL
+
+    line = ('{"batch": 2, "cell_id": "l1/llama/B2/ragged/static/ctx-short", "context": "short", '
+            '"detail": "ok", "divergence": null, "kl": null, "model": "llama", "padding": '
+            '"ragged", "path": "l1", "rerun": "", "script": "static", "seconds": 0.1, '
+            '"status": "FAIL", "tokens": 4, "traceback": null}')
+    (tmp_path / JSONL).write_text(line + "\n")
+    assert statuses(tmp_path) == {"l1/llama/B2/ragged/static/ctx-short": "FAIL"}
+    assert statuses(tmp_path / "absent") == {}
