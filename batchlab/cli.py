@@ -135,6 +135,9 @@ def build_parser() -> argparse.ArgumentParser:
     selftest.add_argument("--matrix", type=Path, default=DEFAULT_MATRIX)
     selftest.add_argument("--goldens", type=Path, default=DEFAULT_GOLDENS)
     selftest.add_argument("--bug", default=None, help="run only bugs whose name contains this")
+    selftest.add_argument("--first-catch", action="store_true",
+                          help="stop each bug at its first catching cell (faster; 'killed' "
+                               "then counts that one cell)")
     _engine_args(selftest)  # the subject the bugs are seeded into (batchlab/selftest/modes.py)
     selftest.set_defaults(func=_command("batchlab.selftest.run", "selftest_command"))
 

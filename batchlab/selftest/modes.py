@@ -66,9 +66,10 @@ class InProcessMode:
     def control(self, cells: list[Cell], ref_of) -> list[CellResult]:
         return [evaluate_cell(c, ref_of(c, self.engine)) for c in cells]
 
-    def run(self, bug: SeededBug, cells: list[Cell], ref_of) -> list[CellResult]:
+    def run(self, bug: SeededBug, cells: list[Cell], ref_of,
+            first_catch: bool = False) -> list[CellResult]:
         with applied(bug.inject()):
-            return _fresh(lambda: [evaluate_cell(c, ref_of(c, self.engine)) for c in cells])
+            return _fresh(lambda: _evaluate(bug, cells, ref_of, self.engine, first_catch))
 
     def close(self) -> None:
         pass
@@ -91,14 +92,14 @@ class ProcessMode(InProcessMode):
         with _env({PEER_BUG: None}):  # the peer skip() started, if any, plays no bug
             return super().control(cells, ref_of)
 
-    def run(self, bug, cells, ref_of):
+    def run(self, bug, cells, ref_of, first_catch=False):
         env = {PEER_BUG: bug.name, FAULT_CELL: cells[0].id}
         if bug.name == "peer-hangs":
             env[TIMEOUT] = str(min(float(os.environ.get(TIMEOUT) or HANG_TIMEOUT), HANG_TIMEOUT))
         close_subjects()  # the next cell starts a peer that plays the bug
         try:
             with _env(env):
-                return _fresh(lambda: [evaluate_cell(c, ref_of(c, self.engine)) for c in cells])
+                return _fresh(lambda: _evaluate(bug, cells, ref_of, self.engine, first_catch))
         finally:
             close_subjects()
 
@@ -125,7 +126,8 @@ class FilesMode(InProcessMode):
     def control(self, cells, ref_of):
         return self._round("control", None, cells, ref_of)
 
-    def run(self, bug, cells, ref_of):
+    def run(self, bug, cells, ref_of, first_catch=False):
+        # every script is played offline in one round: stopping early would save nothing
         return self._round(bug.name, bug, cells, ref_of)
 
     def _round(self, name: str, bug, cells, ref_of) -> list[CellResult]:
@@ -145,6 +147,19 @@ class FilesMode(InProcessMode):
     def close(self) -> None:
         if self.own:
             shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def _evaluate(bug: SeededBug, cells: list[Cell], ref_of, engine: str,
+              first_catch: bool) -> list[CellResult]:
+    """Each cell's result with the bug in; with ``first_catch``, none after the first that
+    catches it (the bug's ``caught_as``). A peer fault is judged on every cell (the fault
+    must stay in its own), so it always runs them all."""
+    results = []
+    for cell in cells:
+        results.append(evaluate_cell(cell, ref_of(cell, engine)))
+        if first_catch and bug.kind != "peer" and results[-1].status == bug.caught_as:
+            break
+    return results
 
 
 def exported(cells: list[Cell]) -> list[Cell]:

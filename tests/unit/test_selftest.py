@@ -1,6 +1,7 @@
 """The self-test: every seeded bug is caught, the control is clean, nothing stays patched.
 
-Runs the whole catalog in-process against the committed goldens (about 15 s on 2 cores).
+Runs the whole catalog in-process against the committed goldens, each bug stopped at its
+first catching cell (``first_catch``: the same verdicts; the CLI runs every candidate).
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ def changed(before: dict) -> list[str]:
 @pytest.fixture(scope="module")
 def selftest():
     before = snapshot()
-    report = run_selftest(DEFAULT_MATRIX, DEFAULT_GOLDENS)
+    report = run_selftest(DEFAULT_MATRIX, DEFAULT_GOLDENS, first_catch=True)
     return report, before
 
 
@@ -105,6 +106,18 @@ def test_patching_a_missing_attribute_is_refused_and_the_rest_restored():
     with pytest.raises(InjectionError, match="Plain has no attribute 'gone'"), applied(patches):
         pass
     assert Plain.kept == 1 and not hasattr(Plain, "gone")
+
+
+def test_first_catch_stops_each_bug_at_its_first_catching_cell_with_the_same_verdict():
+    every = run_selftest(DEFAULT_MATRIX, DEFAULT_GOLDENS, bug="argmax-over-logits")
+    first = run_selftest(DEFAULT_MATRIX, DEFAULT_GOLDENS, bug="argmax-over-logits",
+                         first_catch=True)
+    (all_cells,), (stopped,) = every.kills, first.kills
+    assert len(all_cells.killers) > 1  # else stopping early shows nothing
+    caught_at = next(i for i, r in enumerate(all_cells.results) if r.status == "FAIL")
+    assert [(r.cell_id, r.status) for r in stopped.results] == [
+        (r.cell_id, r.status) for r in all_cells.results[: caught_at + 1]]
+    assert first.ok and every.ok and first.summary() == every.summary()
 
 
 def test_bug_filter():
