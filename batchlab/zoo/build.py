@@ -27,7 +27,7 @@ import mlx.core as mx
 
 from batchlab.zoo import tokenizer
 from batchlab.zoo.specs import ZooSpec
-from batchlab.zoo.weights import random_weights
+from batchlab.zoo.weights import quantized_weights, random_weights
 
 # Bump when weights.py or config.json change what a spec builds into: it is hashed into the
 # directory name, so every cached zoo model rebuilds instead of silently keeping old bytes.
@@ -88,6 +88,8 @@ def _write(spec: ZooSpec, directory: Path) -> None:
     config = json.dumps(model_config(spec), indent=2, sort_keys=True, allow_nan=False)
     (directory / "config.json").write_text(config + "\n")
     weights = random_weights(spec)
+    if "quantization" in spec.config:  # a quantized checkpoint (config.json says how)
+        weights = quantized_weights(weights, spec.config["quantization"])
     # Sorted keys: the file layout (and so its bytes) never depends on module order.
     ordered = {k: weights[k] for k in sorted(weights)}
     mx.save_safetensors(str(directory / "model.safetensors"), ordered, metadata={"format": "mlx"})

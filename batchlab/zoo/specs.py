@@ -246,6 +246,19 @@ _SPECS = [
         num_hidden_layers=1, intermediate_size=64, rms_norm_eps=1e-5, rope_theta=10000.0,
         tie_word_embeddings=True,
     ),
+    # A 4-bit checkpoint (mlx-lm's affine quantization at group 32, as the real model's
+    # Q4_1 weights load): every projection and the tied head are QuantizedLinear /
+    # QuantizedEmbedding, so the gate reaches quantized weights under batching (the
+    # invariant path's blocked projections wrap them) at the zoo's cost, not the real
+    # model's (~0.1 s a token through the CPU's quantized matmul).
+    _spec(
+        "llama-q4", "llama", "bfloat16", "a 4-bit llama checkpoint (quantized weights)",
+        notes="llama's shape; Linear and Embedding weights quantized at build "
+              "(weights.quantized_weights: 4 bits, group 32, bfloat16 scales)",
+        **_ATTN, num_hidden_layers=2, intermediate_size=128, head_dim=16, rms_norm_eps=1e-5,
+        rope_theta=500000.0, max_position_embeddings=131072, tie_word_embeddings=True,
+        quantization={"group_size": 32, "bits": 4},
+    ),
     # mlx-lm's SwitchMLP (not SwitchGLU) experts: Nemotron-H's MoE blocks, between a
     # Mamba-2 block and an attention block; the invariant path swaps in its unsorted copy.
     _spec(

@@ -164,3 +164,23 @@ def random_weights(spec: ZooSpec, model: nn.Module | None = None) -> dict[str, m
             flat.pop("lm_head.weight", None)
         mx.eval(flat)
     return flat
+
+
+def quantized_weights(weights: dict[str, mx.array], quantization: dict) -> dict[str, mx.array]:
+    """``weights`` as mlx-lm's ``convert -q`` stores them: every matrix whose rows split
+    into whole groups (the Linear and Embedding weights) as ``mx.quantize``'s packed
+    weight, scales and biases; mlx-lm's ``load_model`` quantizes exactly the modules whose
+    ``.scales`` it finds. Quantized on the CPU stream, as the draws: the same bytes on
+    every machine."""
+    group, bits = quantization["group_size"], quantization["bits"]
+    out = {}
+    for key, value in weights.items():
+        if not (key.endswith(".weight") and value.ndim == 2 and value.shape[-1] % group == 0):
+            out[key] = value
+            continue
+        prefix = key.removesuffix(".weight")
+        with mx.stream(mx.cpu):
+            packed, scales, biases = mx.quantize(value, group_size=group, bits=bits)
+        out[key], out[f"{prefix}.scales"], out[f"{prefix}.biases"] = packed, scales, biases
+    return out
+

@@ -17,11 +17,11 @@ from batchlab.zoo import (
     layer_kinds,
     load,
     model_dir_name,
-    param_count,
     resolve,
     spec_hash,
 )
 from batchlab.zoo.build import REQUIRED_FILES
+from batchlab.zoo.load import logical_param_count
 from batchlab.zoo.tokenizer import BOS_ID, EOS_ID, PAD_ID
 from batchlab.zoo.weights import random_weights
 
@@ -52,6 +52,7 @@ PINNED = {
     "qwen3-moe-hd64": ("qwen3-moe-hd64-98135418bfb8", "41ab2bf5ff848a98"),
     "gemma2-gqa": ("gemma2-gqa-73d798a176c2", "cdcd680f3e37fa59"),
     "llama-hd96": ("llama-hd96-4730fd8d5f9b", "f933eeed3b808267"),
+    "llama-q4": ("llama-q4-18df8e484bf1", "fefef254fc0c162f"),
     "nemotron-h": ("nemotron-h-80bf97025f73", "79e614e105949ee4"),
 }
 
@@ -81,6 +82,7 @@ GOLDEN_STAMPS = {
     "qwen3-moe-hd64": "41ab2bf5ff848a98+cfg6e909b4d",
     "gemma2-gqa": "cdcd680f3e37fa59+cfg06baf760",
     "llama-hd96": "f933eeed3b808267+cfge4ae094c",
+    "llama-q4": "fefef254fc0c162f+cfg4a44feba",
     "nemotron-h": "79e614e105949ee4+cfgad89ce47",
 }
 
@@ -106,6 +108,7 @@ LAYER_KINDS = {
     "qwen3-moe-hd64": "full×2 +moe",
     "gemma2-gqa": "full×2",
     "llama-hd96": "full",
+    "llama-q4": "full×2",
     "nemotron-h": "ssm full +moe",
 }
 
@@ -243,7 +246,8 @@ def test_load_describes_the_model(name):
     assert load(name) is loaded  # memoised per process
     assert loaded.dtype == ZOO[name].dtype
     assert layer_kinds(loaded) == LAYER_KINDS[name]
-    assert 50_000 < param_count(loaded) < 400_000  # tiny: the CPU CI runs hundreds of cells
+    # tiny: the CPU CI runs hundreds of cells (weights as the checkpoint counts them)
+    assert 50_000 < logical_param_count(loaded) < 400_000
 
 
 def test_zoo_list_stays_readable_at_80_columns(monkeypatch, capsys):
@@ -256,3 +260,11 @@ def test_zoo_list_stays_readable_at_80_columns(monkeypatch, capsys):
     llama = next(i for i, line in enumerate(lines) if line.startswith("llama "))
     assert lines[llama].split() == ["llama", "bfloat16", "94,528", "bdd513fd0c57778e"]
     assert lines[llama + 1].strip().startswith("llama; full×2; Llama 3.x")
+
+
+def test_a_quantized_spec_builds_a_checkpoint_that_mlx_lm_loads_quantized():
+    loaded = load("llama-q4")
+    kinds = {type(m).__name__ for _, m in loaded.model.named_modules()}
+    assert {"QuantizedLinear", "QuantizedEmbedding"} <= kinds
+    assert not kinds & {"Linear", "Embedding"}  # every projection and the tied head
+    assert loaded.config["quantization"] == {"group_size": 32, "bits": 4}
