@@ -62,8 +62,6 @@ REASONS = {
     "context": "a row's processor context always holds its prompt's fed tokens",
     "cpu": "the CPU backend drops all-True decode masks; a GPU keeps them (the H200 runs "
            "take the other way)",
-    "lab only": "the layout arithmetic of the lab's density table (KVQuant.words, "
-                "bytes_per_element), which nothing in batchlab calls today",
     "kv history": "prompt-cache history no cell reaches: an invariant row's (extract, merge, "
                   "size: the invariant path refuses history), a quantized row extracted "
                   "before its quantization start or holding no keys (the kv-history cells "
