@@ -71,11 +71,19 @@ def killer_cells(lines: list[tuple[str, int]], line_map: dict, clean: dict) -> l
 
 
 def every_cell(clean: dict) -> list[str]:
-    """Every cell of the map, fail-fast first: the killers of a mutant that runs at import."""
+    """Every cell of the map: the killers of a mutant that runs at import. What runs at
+    import builds tables keyed by path (PATHS, a path's refusal), so the first cells are
+    one of each (path, clean status) pair (a refusal pinned UNSUPPORTED among them), each
+    the first in fail-fast order; then the rest in that order."""
     from batchlab.gate.killers import rank
 
-    return sorted(clean, key=lambda c: (rank("tests/parity/x[" + c + "]"),
-                                        clean[c].get("seconds", 1.0), c))
+    ordered = sorted(clean, key=lambda c: (rank("tests/parity/x[" + c + "]"),
+                                           clean[c].get("seconds", 1.0), c))
+    first: dict[tuple[str, str], str] = {}
+    for c in ordered:
+        first.setdefault((c.split("/", 1)[0], clean[c].get("status", "")), c)
+    head = set(first.values())
+    return [c for c in ordered if c in head] + [c for c in ordered if c not in head]
 
 
 def import_time_functions(plan: dict) -> set[str]:

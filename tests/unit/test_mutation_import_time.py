@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from batchlab.gate import mutation_shim
-from batchlab.gate.mutation_run import import_time_functions, run
+from batchlab.gate.mutation_run import every_cell, import_time_functions, run
 
 MODULE = textwrap.dedent('''\
     from mutmut.mutation.trampoline import wrap_in_trampoline as _mutmut_mutated, MutantDict
@@ -118,3 +118,19 @@ def test_an_import_time_mutant_runs_in_a_fresh_interpreter(tree):
         ("x_bits__mutmut_1", "matrix"): ("no cells", False),
         ("x_bits__mutmut_1", "unit"): ("killed", False),  # per call: a fork switches it on
     }
+
+
+def test_every_cell_puts_one_cell_of_each_path_and_status_first():
+    clean = {"l1/llama/B3/ragged/join-evict/ctx-wrap": {"status": "PASS", "seconds": 2.0},
+             "l1/llama/B2/equal/static/ctx-short": {"status": "PASS", "seconds": 0.1},
+             "kv4h/llama-hd96/B2/ragged/join/ctx-short": {"status": "UNSUPPORTED",
+                                                         "seconds": 0.5},
+             "kv4h/llama/B2/ragged/join/ctx-short": {"status": "PASS", "seconds": 0.4},
+             "kv4h/llama/B3/ragged/join/ctx-short": {"status": "PASS", "seconds": 0.3}}
+    assert every_cell(clean) == [
+        "l1/llama/B3/ragged/join-evict/ctx-wrap",  # killers.py's first rank
+        "kv4h/llama/B3/ragged/join/ctx-short",  # kv4h's cheapest PASS of the "/ragged/" rank
+        "kv4h/llama-hd96/B2/ragged/join/ctx-short",  # kv4h's refusal
+        "kv4h/llama/B2/ragged/join/ctx-short",
+        "l1/llama/B2/equal/static/ctx-short",
+    ]
