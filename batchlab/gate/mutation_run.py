@@ -278,12 +278,27 @@ def fresh_main() -> None:
     assert os.environ.get("MUTANT_UNDER_TEST") == job.name, "set by the parent before exec"
     cells_by_id = ref = None
     if job.kind == "matrix":
-        from batchlab.cells.spec import load_matrix
-        from batchlab.matrix.evaluate import Reference
+        try:
+            import importlib
 
-        cells_by_id = {c.id: c for c in load_matrix(Path(spec["matrix"]))
-                       if c.id in spec["clean"]}
-        ref = Reference(matrix=spec["matrix"], goldens=Path(spec["goldens"]))
+            from batchlab.gate.mutation_shim import stem
+
+            importlib.import_module(stem(job.name).rpartition(".")[0])  # as the server did
+            from batchlab.cells.spec import load_matrix
+            from batchlab.matrix.evaluate import Reference
+
+            cells_by_id = {c.id: c for c in load_matrix(Path(spec["matrix"]))
+                           if c.id in spec["clean"]}
+            ref = Reference(matrix=spec["matrix"], goldens=Path(spec["goldens"]))
+        except Exception as err:  # noqa: BLE001 - what the mutant broke at import
+            # the clean engine imports; under the mutant no cell can run (a matrix run
+            # stops here): a kill, as a cell's crash is
+            Path(job.out).write_text(json.dumps({
+                "status": "killed", "cells_run": 0, "cells": len(job.cells),
+                "by": "(import)", "got": "CRASH", "expected": "imports",
+                "detail": f"no cell can run: importing under the mutant raised "
+                          f"{type(err).__name__}: {err}"[:300]}))
+            os._exit(0)
     _child(job, cells_by_id, spec["clean"], ref, spec["cap"], list(job.cells))
 
 

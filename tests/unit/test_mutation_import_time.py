@@ -37,8 +37,13 @@ MODULE = textwrap.dedent('''\
         return {"kv8": 4}
 
 
+    def x_make_table__mutmut_2():
+        raise ValueError("refused at import")
+
+
     mutants_x_make_table__mutmut['_mutmut_orig'] = x_make_table__mutmut_orig
     mutants_x_make_table__mutmut['x_make_table__mutmut_1'] = x_make_table__mutmut_1
+    mutants_x_make_table__mutmut['x_make_table__mutmut_2'] = x_make_table__mutmut_2
 
     mutants_x_bits__mutmut: MutantDict = {}
 
@@ -134,3 +139,20 @@ def test_every_cell_puts_one_cell_of_each_path_and_status_first():
         "kv4h/llama/B2/ragged/join/ctx-short",
         "l1/llama/B2/equal/static/ctx-short",
     ]
+
+
+def test_a_mutant_that_breaks_the_import_is_killed(tree):
+    """A check that refuses the module's own import-time default (round 5's
+    SamplingParams mutants against ``GREEDY = SamplingParams()``): no cell can run."""
+    plan = {"mutants": [{"name": "fakemut_tree.x_make_table__mutmut_2", "lines": []}]}
+    line_map = {"cells": {"l1/llama/B2/equal/static/ctx-short": {"status": "PASS",
+                                                                 "seconds": 1.0}},
+                "lines": {}}
+    out = tree / "results.jsonl"
+    run(plan, line_map, matrix=str(REPO / "matrices" / "default.toml"),
+        goldens=str(REPO / "goldens"), jobs=1, cap=10.0, unit_cap=60.0, unit_args=[],
+        deadline=time.time() + 60, out=out)
+    (row,) = [json.loads(line) for line in out.read_text().splitlines()]
+    assert (row["status"], row["by"], row["got"], row["fresh"]) == (
+        "killed", "(import)", "CRASH", True)
+    assert "ValueError: refused at import" in row["detail"]
