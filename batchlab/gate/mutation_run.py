@@ -296,7 +296,8 @@ def fresh_main() -> None:
             Path(job.out).write_text(json.dumps({
                 "status": "killed", "cells_run": 0, "cells": len(job.cells),
                 "by": "(import)", "got": "CRASH", "expected": "imports",
-                "detail": f"no cell can run: importing under the mutant raised "
+                "detail": f"no cell can run: importing the engine or loading the matrix "
+                          f"under the mutant raised "
                           f"{type(err).__name__}: {err}"[:300]}))
             os._exit(0)
     _child(job, cells_by_id, spec["clean"], ref, spec["cap"], list(job.cells))
