@@ -90,13 +90,22 @@ def main() -> None:
         f"Every sample mutant was looked up in a fresh mutmut tree by its diff (`make_plan.py`): "
         f"{len(lost)} are not found: {len(removed)} whose code this round removed (they leave the "
         f"sample: {n} non-equivalent left) and {len(rewritten)} in functions other branches "
-        "rewrote since (killed in round 3 or 4; kept as killed, as round 4 kept round 3's kills).",
+        "rewrote since (counted as round 4 counted them: killed, except `RowCost.batch_bytes__mutmut_5`, which round 4 did not count).",
         "",
         f"- **CPU**: round 3's {len(plan['mutants'])} non-equivalent, non-GPU survivors that still "
         "exist, against the default matrix less the real model's 6 cells "
         "(`mutation-default.toml`, 2086 cells), the line map made on the device, 40 s of cells "
-        "per mutant, then the unit tests (`tests/unit/`). One device call on the H200's CPU "
-        "(`log.txt`, `results.jsonl`).",
+        "per mutant, then the unit tests (`tests/unit/`). One device call on the H200's CPU, "
+        "tree and mutants at d038880 (`C=.gpu-stage/mut5 SITE=/tmp/mut5site W=/tmp/mut5w "
+        "M=/tmp/mut5m D=/tmp/mut5d CACHE=/tmp/mut5cache PLAN=plan-r5.json END=300 CAP=40 "
+        "UNITCAP=40 JOBS=15 UNITFILES=tests/unit/ bash .gpu-stage/mut5/run.sh`, carry "
+        "`.gpu-stage/mut5`: 234.8 s of command (map 115 s, mutants 115 s), about 5.3 minutes of "
+        "device time with the cold start; `log.txt`, `results.jsonl`, `map.json.gz`). The map's "
+        "clean statuses: 2045 PASS, 37 ORACLE-BUG, 4 UNSUPPORTED, as round 4's: the whole "
+        "matrix less the real model passes on the branch's engine. 3 jobs came back `error` "
+        "(a fresh child whose import raised, before the runner reported that as a kill); they "
+        "ran again on the shared machine with the fixed runner and the device's map "
+        "(`rerun-errors.jsonl`: all 3 killed at import, 8 s).",
         "- **GPU-class** (38): not run (no CPU cell can kill them); the second figure adds round "
         f"4's CUDA slice results for the {len(gpu_names)} whose diff is unchanged "
         f"({len(gpu_killed)} killed there).",
@@ -107,6 +116,42 @@ def main() -> None:
         "",
         f"CPU matrix jobs ({len(matrix)}): {dict(counts)}; their unit jobs: {dict(unit_counts)}."
         + (f" Not run (deadline): {len(not_run)}." if not_run else ""),
+        "",
+        "One more was closed by hand after the device run and is not in these figures: "
+        "`BlockManager.stats__mutmut_1` (`num_blocks = None`): the row-cost cells' new pool "
+        "check reads `stats()` on the paged path, and all 5 paged row-cost cells ERROR with it "
+        f"(closed-r5.md). Counted, the CPU figure would be {score(cpu_score + 1)}; with the "
+        f"CUDA slice {score(with_gpu + 1)}.",
+        "",
+        f"## What is left ({n - cpu_score} of {n} not killed by the CPU matrix)",
+        "",
+        f"- **GPU-class** ({len(gpu_names)}): CUDA kernels and code whose effect shows only on "
+        f"a GPU; round 4's CUDA slice killed {len(gpu_killed)}; the other "
+        f"{len(gpu_names) - len(gpu_killed)} keep every bit there too or sit in code no CUDA "
+        "cell reaches (round 4's README).",
+        "- **misuse** (8): the engine's own call-order checks (`BatchKV.extend` 4/5, "
+        "`BatchRing._write_one` 3, `extend` 1 (capped) and 6, `merge` 5, `_HostView.__set__` "
+        "5, `QuantizedMode._quantized_write` 10): no request reaches them, the scheduler keeps "
+        "the order; left to the unit tests (which kill 3), no realistic cell breaks the order.",
+        "- **capped** (4): `RowInts.__init__` 7, `RowUploads.upload` 8/10 (no killer known: "
+        "every cell run so far keeps its status; int64 row ints give the same offsets on the "
+        "CPU), and `SamplingParams.__post_init__` 45 (the bounds message upper-cased; a "
+        "function that also runs at import, so every cell is its killer now).",
+        "- **no cell builds the case, or unreachable** (9): a state row extracted with a None "
+        "array; WindowKV's decode mask at width == window (same CPU bits); paged "
+        "copy-on-write (`append` 10, `copy_blocks` 4: only split_rows forks, and it filters "
+        "both sides at once); `PagedKV.extend` 32 (`written` None after an extend: the same "
+        "result in every flow); WindowKV's extract (the invariant path gives history out but "
+        "refuses it back: nothing can judge it); the quantized empty merges (27, 47: the serial "
+        "quantized oracle refuses a park before the first token); `ring_temporal` 4 (the "
+        "`<=` at idx == offset: the one prefix-decoded cell keeps its bits).",
+        "- **pool statistics** (2): `share_prefix` 34 (the query count off by one per shared "
+        "block: only the hit rate reads it) survives; `stats` 1 is closed by hand (above).",
+        "- **messages and refusals no cell can make** (4): the exhausted pool's message "
+        "(the fixed pool is bench-only), `refuse_unbatchable` 6 (no zoo model is unbatchable), "
+        "`resolve_path` 12 (an unknown path: matrix validation refuses the cell first), "
+        "`WindowKV.merge` 1 (unreachable: insert refuses history first).",
+        "- **serve only** (2): `kv_path_for` 7 and 20 (the server's `--kv-bits` flags).",
         "",
         "## Removed with their code (they no longer exist)",
         "",
