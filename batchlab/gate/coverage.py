@@ -44,9 +44,11 @@ REASONS = {
               "(tests/unit break the order on purpose)",
     "refusal": "a model or cache type the engine refuses; no zoo model is one "
                "(tests/unit feed one)",
-    "protocol": "mlx-lm's cache protocol (trim, size, empty, nbytes, state =, prepare's "
-                "left_padding) that BatchGenerator's callers use and the scheduler never "
-                "calls; tests/unit/test_engine_caches.py drives it against mlx-lm's own caches",
+    "protocol": "mlx-lm's cache protocol (nbytes, state =, to_quantized; a hashed paged "
+                "block trimmed into) that the scheduler never calls (trim, size, empty and "
+                "prepare's left_padding are gone since round 5: nothing the engine runs "
+                "calls them); tests/unit/test_engine_caches.py drives it against mlx-lm's "
+                "own caches",
     "empty merge": "merge of rows that are all empty: the scheduler builds fresh rows with "
                    "make_batch_caches and merges only when some row has history",
     "empty extend": "extend where a side lacks its keys or state arrays: the scheduler "
@@ -62,8 +64,6 @@ REASONS = {
     "context": "a row's processor context always holds its prompt's fed tokens",
     "cpu": "the CPU backend drops all-True decode masks; a GPU keeps them (the H200 runs "
            "take the other way)",
-    "lab only": "the layout arithmetic of the lab's density table (KVQuant.words, "
-                "bytes_per_element), which nothing in batchlab calls today",
     "kv history": "prompt-cache history no cell reaches: an invariant row's (extract, merge, "
                   "size: the invariant path refuses history), a quantized row extracted "
                   "before its quantization start or holding no keys (the kv-history cells "

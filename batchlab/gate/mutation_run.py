@@ -20,6 +20,16 @@ computed: docs/mutation.md), with ``MUTANT_UNDER_TEST`` naming the mutant (mutmu
 trampolines read it per call; gate/mutation_shim.py stands in for mutmut where it is not
 installed). Results stream to a JSONL file, one line a job, so a campaign cut short by
 its deadline still leaves every finished mutant on disk.
+
+**Import-time mutants.** A function that runs while the engine is imported (a
+descriptor's ``__set_name__``, a factory that builds the PATHS table or a closure in it)
+has already run, unmutated, in the server before any fork. The server imports under the
+shim's ``recording()`` (and imports every module the plan names), so it knows those
+functions; their mutants get a **fresh** child instead: forked, then ``exec`` of a new
+interpreter with ``MUTANT_UNDER_TEST`` set before anything is imported
+(``fresh_main``), which runs the same cells or tests as a forked child would. The line map
+cannot name their killers (the lines ran at import, under no cell's coverage context):
+every cell of the map is a killer, in the same fail-fast order, and every ``--unit`` file.
 """
 
 from __future__ import annotations
@@ -46,6 +56,7 @@ class Job:
     pid: int = 0
     out: str = ""
     extra: dict = field(default_factory=dict)
+    fresh: bool = False  # the mutant's function runs at import: a new interpreter, not a fork
 
 
 def killer_cells(lines: list[tuple[str, int]], line_map: dict, clean: dict) -> list[str]:
@@ -57,6 +68,40 @@ def killer_cells(lines: list[tuple[str, int]], line_map: dict, clean: dict) -> l
         found.update(line_map.get(file, {}).get(str(n), ()))
     return sorted(found, key=lambda c: (rank("tests/parity/x[" + c + "]"),
                                         clean.get(c, {}).get("seconds", 1.0), c))
+
+
+def every_cell(clean: dict) -> list[str]:
+    """Every cell of the map: the killers of a mutant that runs at import. What runs at
+    import builds tables keyed by path (PATHS, a path's refusal), so the first cells are
+    one of each (path, clean status) pair (a refusal pinned UNSUPPORTED among them), each
+    the first in fail-fast order; then the rest in that order."""
+    from batchlab.gate.killers import rank
+
+    ordered = sorted(clean, key=lambda c: (rank("tests/parity/x[" + c + "]"),
+                                           clean[c].get("seconds", 1.0), c))
+    first: dict[tuple[str, str], str] = {}
+    for c in ordered:
+        first.setdefault((c.split("/", 1)[0], clean[c].get("status", "")), c)
+    head = set(first.values())
+    return [c for c in ordered if c in head] + [c for c in ordered if c not in head]
+
+
+def import_time_functions(plan: dict) -> set[str]:
+    """The mutated functions (shim stems) that run while the engine and the matrix are
+    imported, with the shim installed; the plan's modules are imported too."""
+    import importlib
+
+    from batchlab.gate.mutation_shim import install, recording, stem
+
+    install(force=True)
+    with recording() as called:
+        import mlx.core  # noqa: F401 - imported (never used) before the fork: see the docstring
+
+        import batchlab.cells.spec
+        import batchlab.matrix.evaluate  # noqa: F401 - imported for what runs at import
+        for m in plan["mutants"]:
+            importlib.import_module(stem(m["name"]).rpartition(".")[0])
+    return set(called)
 
 
 def unit_tests(lines: list[tuple[str, int]], unit_map: dict | None,
@@ -117,22 +162,23 @@ def run(plan: dict, line_map: dict, *, matrix: str, goldens: str, jobs: int, cap
         unit_cap: float, unit_args: list[str], deadline: float, out: Path) -> None:
     """Run every mutant of ``plan`` (``{"mutants": [{"name", "lines": [[file, n], ...]}]}``)
     until ``deadline`` (time.time()); one JSON line per finished job into ``out``."""
-    from batchlab.gate.mutation_shim import install
+    from batchlab.gate.mutation_shim import stem
 
-    install()
-    import mlx.core  # noqa: F401 - imported (never used) before the fork: see the docstring
-
+    at_import = import_time_functions(plan)
     from batchlab.cells.spec import load_matrix
     from batchlab.matrix.evaluate import Reference
 
     clean = line_map["cells"]
     cells_by_id = {c.id: c for c in load_matrix(Path(matrix)) if c.id in clean}
     ref = Reference(matrix=matrix, goldens=Path(goldens))
-    queue = [Job(name=m["name"], kind="matrix",
-                 cells=tuple(killer_cells([tuple(x) for x in m["lines"]], line_map["lines"],
-                                          clean)),
-                 extra={"lines": [tuple(x) for x in m["lines"]]})
-             for m in plan["mutants"]]
+    spec = {"matrix": matrix, "goldens": goldens, "cap": cap}
+    queue = []
+    for m in plan["mutants"]:
+        fresh = stem(m["name"]) in at_import
+        lines = [tuple(x) for x in m["lines"]]
+        cells = every_cell(clean) if fresh else killer_cells(lines, line_map["lines"], clean)
+        queue.append(Job(name=m["name"], kind="matrix", cells=tuple(cells), fresh=fresh,
+                         extra={"lines": lines, "spec": spec}))
     unit_map = line_map.get("unit")
     queue.reverse()  # pop() from the end: the plan's order
     running: dict[int, Job] = {}
@@ -146,6 +192,8 @@ def run(plan: dict, line_map: dict, *, matrix: str, goldens: str, jobs: int, cap
                 job.started = time.time()
                 pid = os.fork()
                 if pid == 0:
+                    if job.fresh:
+                        _fresh_child(job, clean)
                     _child(job, cells_by_id, clean, ref, cap, unit_args)
                 job.pid = pid
                 running[pid] = job
@@ -158,14 +206,18 @@ def run(plan: dict, line_map: dict, *, matrix: str, goldens: str, jobs: int, cap
                 continue
             job = running.pop(pid)
             result = _collect(job, status)
+            if job.fresh:
+                result["fresh"] = True  # ran in a new interpreter: its function runs at import
             sink.write(json.dumps(result) + "\n")
             sink.flush()
             if job.kind == "matrix" and result["status"] in ("survived", "no cells", "capped") \
                     and unit_args:
-                tests = unit_tests(job.extra["lines"], unit_map, unit_args)
+                tests = unit_tests(job.extra["lines"], None if job.fresh else unit_map,
+                                   unit_args)
                 if tests:
                     # behind the matrix jobs: the headline figure is the matrix's
-                    queue.insert(0, Job(name=job.name, kind="unit", cells=tuple(tests)))
+                    queue.insert(0, Job(name=job.name, kind="unit", cells=tuple(tests),
+                                        fresh=job.fresh, extra={"spec": job.extra["spec"]}))
                 else:
                     sink.write(json.dumps({"name": job.name, "kind": "unit",
                                            "status": "no unit tests"}) + "\n")
@@ -196,6 +248,61 @@ def _child(job: Job, cells_by_id, clean, ref, cap, unit_args) -> None:
         os._exit(code)
 
 
+def _fresh_child(job: Job, clean: dict) -> None:
+    """Replace this forked child with a new interpreter that imports the engine with the
+    mutant already switched on (``fresh_main``); it never returns."""
+    try:
+        spec = dict(job.extra["spec"], name=job.name, kind=job.kind, cells=list(job.cells),
+                    out=job.out, clean={c: clean[c] for c in job.cells if c in clean})
+        path = Path(job.out + ".spec")
+        path.write_text(json.dumps(spec))
+        quiet = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(quiet, 1)
+        os.dup2(quiet, 2)
+        env = dict(os.environ, MUTANT_UNDER_TEST=job.name)
+        os.execve(sys.executable, [sys.executable, "-c", "from batchlab.gate.mutation_run "
+                                   "import fresh_main; fresh_main()", str(path)], env)
+    finally:  # exec failed: no result file, the parent reports an error
+        os._exit(3)
+
+
+def fresh_main() -> None:
+    """A fresh child (``python -c ... fresh_main()`` SPEC): the shim first, then the engine
+    and the matrix, imported with ``MUTANT_UNDER_TEST`` already set, then the job."""
+    from batchlab.gate.mutation_shim import install
+
+    install(force=True)
+    spec = json.loads(Path(sys.argv[1]).read_text())
+    job = Job(name=spec["name"], kind=spec["kind"], cells=tuple(spec["cells"]),
+              out=spec["out"], fresh=True)
+    assert os.environ.get("MUTANT_UNDER_TEST") == job.name, "set by the parent before exec"
+    cells_by_id = ref = None
+    if job.kind == "matrix":
+        try:
+            import importlib
+
+            from batchlab.gate.mutation_shim import stem
+
+            importlib.import_module(stem(job.name).rpartition(".")[0])  # as the server did
+            from batchlab.cells.spec import load_matrix
+            from batchlab.matrix.evaluate import Reference
+
+            cells_by_id = {c.id: c for c in load_matrix(Path(spec["matrix"]))
+                           if c.id in spec["clean"]}
+            ref = Reference(matrix=spec["matrix"], goldens=Path(spec["goldens"]))
+        except Exception as err:  # noqa: BLE001 - what the mutant broke at import
+            # the clean engine imports; under the mutant no cell can run (a matrix run
+            # stops here): a kill, as a cell's crash is
+            Path(job.out).write_text(json.dumps({
+                "status": "killed", "cells_run": 0, "cells": len(job.cells),
+                "by": "(import)", "got": "CRASH", "expected": "imports",
+                "detail": f"no cell can run: importing the engine or loading the matrix "
+                          f"under the mutant raised "
+                          f"{type(err).__name__}: {err}"[:300]}))
+            os._exit(0)
+    _child(job, cells_by_id, spec["clean"], ref, spec["cap"], list(job.cells))
+
+
 def _reap_overdue(running: dict[int, Job], cap: float, unit_cap: float,
                   deadline: float) -> None:
     now = time.time()
@@ -210,6 +317,7 @@ def _reap_overdue(running: dict[int, Job], cap: float, unit_cap: float,
 def _collect(job: Job, status: int) -> dict:
     base = {"name": job.name, "kind": job.kind, "seconds": round(time.time() - job.started, 2)}
     path = Path(job.out)
+    Path(job.out + ".spec").unlink(missing_ok=True)
     if path.exists():
         base.update(json.loads(path.read_text()))
         path.unlink()

@@ -8,10 +8,17 @@ that were generated elsewhere. ``install()`` registers this module under mutmut'
 before the mutants tree is imported; the choice it makes is mutmut's own (its
 ``trampoline.py``: the variable names ``module.mutant``, anything else runs the original),
 without the ``stats`` and ``fail`` modes this campaign does not use.
+
+``recording()`` notes which mutated functions run while it is open: the campaign runner
+opens it around its imports, so it knows the functions that run at import (a descriptor's
+``__set_name__``, a table built by calling a factory). A child forked after those imports
+cannot switch such a mutant on (the import already ran the original); the runner gives
+them a fresh interpreter instead (gate/mutation_run.py).
 """
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import os
 import sys
@@ -22,12 +29,32 @@ from typing import Any
 
 MutantDict = dict  # mutmut's is an Annotated dict; only the name is imported
 
+_RECORD: list[set[str] | None] = [None]  # the open recording's set; None: not recording
+
+
+def stem(name: str) -> str:
+    """A mutant's function: ``pkg.mod.xǁCǁf__mutmut_3`` -> ``pkg.mod.xǁCǁf``."""
+    return name.rpartition("__mutmut_")[0]
+
+
+@contextlib.contextmanager
+def recording():
+    """Collect the stems (``module.mangled_name``) of the mutated functions called inside."""
+    called: set[str] = set()
+    _RECORD[0] = called
+    try:
+        yield called
+    finally:
+        _RECORD[0] = None
+
 
 def wrap_in_trampoline(mutants_dict: dict[str, Callable[..., Any]],
                        is_classmethod: bool = False) -> Callable:
     def mutmut_mutated(decorated_func: Callable) -> Callable:
         def trampoline(*args: Any, **kwargs: Any) -> Any:
             orig_func = mutants_dict["_mutmut_orig"]
+            if _RECORD[0] is not None:  # a list lookup per call; the set only while recording
+                _RECORD[0].add(f"{decorated_func.__module__}.{stem(orig_func.__name__)}")
             call_args = list(args)
             if is_classmethod:
                 call_args = list(args[1:])
@@ -54,14 +81,16 @@ def wrap_in_trampoline(mutants_dict: dict[str, Callable[..., Any]],
     return mutmut_mutated
 
 
-def install() -> bool:
-    """Register this shim as ``mutmut.mutation.trampoline`` unless mutmut is installed.
-    True when the shim is in use."""
-    try:
-        import mutmut.mutation.trampoline  # noqa: F401 - the real one wins where it exists
-        return False
-    except ImportError:
-        pass
+def install(*, force: bool = False) -> bool:
+    """Register this shim as ``mutmut.mutation.trampoline`` unless mutmut is installed
+    (``force``: even then; the campaign runner needs ``recording()``, which only the shim
+    has, and the choice of mutant is the same). True when the shim is in use."""
+    if not force:
+        try:
+            import mutmut.mutation.trampoline  # noqa: F401 - the real one wins where it exists
+            return False
+        except ImportError:
+            pass
     for name in ("mutmut", "mutmut.mutation"):
         sys.modules.setdefault(name, types.ModuleType(name))
     sys.modules["mutmut.mutation.trampoline"] = sys.modules[__name__]

@@ -3,7 +3,7 @@ rows fit a fixed KV budget, against the model dtype.
 
 The bytes are what the path's own caches hold per token (``engine/core/cost.py``, the
 accounting ``serve --kv-budget`` admits by): ``H * (Dk + Dv)`` elements per attention
-layer in the model dtype, or the packed words of ``KVQuant.words`` when quantized (the
+layer in the model dtype, or the packed words of the quantized layout when quantized (the
 ints plus one scale and one bias per group); a sliding-window layer holds at most its
 window. The batch caches also round each row's columns up to steps of 256 and pad rows
 to the longest; the table counts the payload of one row, which is what a budget buys.

@@ -422,6 +422,12 @@ CATALOG: tuple[SeededBug, ...] = (
          "rule: a state layer's cost does not grow with length (engine/core/cost.py); "
          "mutants measure_row_cost__mutmut_29 and BatchState.row_bytes__mutmut_7 had no "
          "cell (reports/mutation/2026-12-02-r3)", kind="accounting"),
+    _bug("paged-filter-leaks-blocks", "paged/llama/B3/explicit/row-cost/*",
+         cost_bugs.paged_filter_leaks_blocks,
+         "rule: the blocks in use are the live rows' (BlockManager.stats, serve's pool "
+         "metrics); every other paged cell passes with the leak (the pool grows on "
+         "demand): round 5's pool check (reports/mutation/2026-12-02-r5/closed-r5.md)",
+         kind="accounting"),
     _bug("empty-merge-pads-rings", "l1/gemma3/B2/explicit/park-queued/*",
          mutation_bugs.empty_ring_merge_padded,
          "rule: a merge left-pads each row to the longest, no more; mutant ring "

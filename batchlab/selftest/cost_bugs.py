@@ -33,3 +33,24 @@ def state_costs_per_token() -> list[Patch]:
     any, is costed at 0 per token, so a hybrid model's rows are projected without their
     state."""
     return [Patch(owner=BatchState, name="token_bytes", value=lambda self: 0)]
+
+
+def paged_filter_leaks_blocks() -> list[Patch]:
+    """A paged batch's ``filter`` (a row finished or evicted) drops the row's table
+    without releasing its blocks: the pool only grows (it is sized on demand, so no
+    trajectory changes), serve's pool statistics count the leaked blocks as used, and a
+    fixed budget runs out. The row-cost cells' pool check counts the blocks the live
+    rows' tables hold against ``BlockManager.stats`` (round 5)."""
+    from batchlab.engine.paths.paged.cache import PagedKV
+    from batchlab.selftest.inject import original
+
+    clean = original(PagedKV, "filter")
+
+    def filter(self: PagedKV, indices) -> None:
+        self.manager.release = lambda table: None  # the dropped tables keep their blocks
+        try:
+            clean(self, indices)
+        finally:
+            del self.manager.release  # the instance attribute; the method shows again
+
+    return [Patch(owner=PagedKV, name="filter", value=filter)]

@@ -20,7 +20,11 @@ invariant path's windows) are refused with a message: the check knows only these
 
 On the paged path it also checks the prefix cache's side of the same accounting: every
 row has offered each of its full blocks of known ids, in order, to the prefix cache
-(``num_sealed`` counts exactly those), so a later row with the same prompt finds them.
+(``num_sealed`` counts exactly those), so a later row with the same prompt finds them;
+and the pool statistics serve's metrics report (``BlockManager.stats``): the blocks in
+use are exactly the distinct blocks the live rows' tables (prompt and decode batches)
+hold, counted here from the tables, and the prefix cache never reports more hits than
+queries.
 """
 
 from __future__ import annotations
@@ -87,6 +91,24 @@ def unsealed(cache: PagedKV) -> list[str]:
     return out
 
 
+def pool_mismatch(caches: list[PagedKV]) -> list[str]:
+    """What ``stats()`` of each block manager gets wrong against the live tables."""
+    by_manager: dict[int, tuple] = {}
+    for c in caches:
+        _, blocks = by_manager.setdefault(id(c.manager), (c.manager, set()))
+        for t in c.rows:
+            blocks.update(t.blocks)
+    out = []
+    for manager, blocks in by_manager.values():
+        s = manager.stats()
+        if s.num_used != len(blocks) or s.num_used + s.num_free != s.num_blocks:
+            out.append(f"stats say {s.num_used} blocks used and {s.num_free} free of "
+                       f"{s.num_blocks}; the live rows' tables hold {len(blocks)}")
+        if not 0 <= s.num_hits <= s.num_queries:
+            out.append(f"stats say {s.num_hits} prefix-cache hits of {s.num_queries} queries")
+    return out
+
+
 class RowCostCheck:
     """Measure the path's row cost once (on caches of its own, as serve does), then
     ``check(scheduler, step)`` after each step."""
@@ -112,4 +134,9 @@ class RowCostCheck:
             raise RowCostMismatch(f"after step {step} the prefix cache misses full blocks of "
                                   f"the decode batch ({'; '.join(wrong)}): later rows with "
                                   "the same prompt recompute them")
+        live = paged + [c for c in leaves(scheduler.prompt.caches) if isinstance(c, PagedKV)]
+        wrong = pool_mismatch(live) if live else []
+        if wrong:
+            raise RowCostMismatch(f"after step {step} the KV pool's statistics are wrong "
+                                  f"({'; '.join(wrong)}): serve's metrics report them")
         self.checked += 1

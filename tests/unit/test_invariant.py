@@ -203,6 +203,8 @@ def test_the_stand_ins_compute_what_the_modules_compute():
     x = mx.random.normal((3, 7, 12))
     assert mx.allclose(TapConv1d(conv)(x), conv(x), atol=1e-5)
     assert invariant_module(nn.Conv1d(12, 12, 4)) is None  # not depthwise: kept
+    with pytest.raises(NotImplementedError, match="padding=1"):  # no mlx-lm model has one
+        invariant_module(nn.Conv1d(12, 12, 4, padding=1, groups=12))
     moe = SwitchGLU(16, 24, 8)
     tokens = mx.random.normal((70, 16))  # 70 x 2 indices >= 64: mlx-lm sorts them
     idx = mx.random.randint(0, 8, (70, 2)).astype(mx.uint32)

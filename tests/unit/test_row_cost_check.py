@@ -62,13 +62,26 @@ def test_the_old_paged_projection_fails_the_gemma3_cell_with_exact_figures():
         run_cell(cell, keep_values=False)
 
 
+def test_leaked_blocks_fail_the_pool_check_with_exact_figures():
+    """Round 5: a filter that keeps the dropped rows' blocks changes no token (the pool
+    grows on demand) but serve's pool statistics; the check counts the live tables."""
+    [cell] = select(load_matrix("matrices/default.toml"),
+                    "paged/llama/B3/explicit/row-cost/ctx-explicit/steps8", None)
+    run_cell(cell, keep_values=False)  # the engine as it is: passes every step
+    with applied(cost_bugs.paged_filter_leaks_blocks()), pytest.raises(
+            RowCostMismatch, match=r"after step 5 the KV pool's statistics are wrong "
+                                   r"\(stats say 3 blocks used"):
+        run_cell(cell, keep_values=False)
+
+
 def test_accounting_bugs_reach_only_the_in_process_subject():
     from batchlab.selftest.catalog import CATALOG
     from batchlab.selftest.modes import InProcessMode
     from batchlab.selftest.peer import plays
 
     accounting = sorted(b.name for b in CATALOG if b.kind == "accounting")
-    assert accounting == ["paged-rowcost-rings-per-row", "rowcost-state-per-token"]
+    assert accounting == ["paged-filter-leaks-blocks", "paged-rowcost-rings-per-row",
+                          "rowcost-state-per-token"]
     assert not set(accounting) & set(plays("batchlab"))
     bug = next(b for b in CATALOG if b.name == accounting[0])
     assert InProcessMode("batchlab").skip(bug) is None

@@ -18,8 +18,16 @@ Per-row ints (``offset``, ``left_padding``) live on the host (``rowints.py``): m
 keeps them as lazy device arrays and syncs (``.tolist()``) to filter or extract.
 
 ``LeftPaddedKV`` is what BatchKV and BatchRing (``ring.py``) share: the per-row ints,
-the state they hand the models, prepare's left padding, the merge layout, and the row
-take and aligned extend of ``filter``/``extend``.
+the state they hand the models, the merge layout, and the row take and aligned extend
+of ``filter``/``extend``.
+
+mlx-lm's batch caches also have ``empty``, ``size``, ``is_trimmable``, ``trim`` and
+``prepare(left_padding=)``: its BatchGenerator's callers use them (a prompt cache,
+speculative decoding's rewind of single-row caches). Nothing the engine runs calls them on
+a batch cache: mlx-lm's model modules call ``update_and_fetch``, ``make_mask``, ``offset``
+and ``state``; the scheduler prepares with lengths and right padding only; serve's prompt
+cache trims the extracted rows, which are mlx-lm's own single-row caches. So the engine's
+batch caches do not have them (round 5 of the mutation campaign, docs/mutation.md).
 """
 
 from __future__ import annotations
@@ -93,9 +101,6 @@ class LeftPaddedKV:
         for name, value in zip(self.STATE_FIELDS, v, strict=True):
             setattr(self, name, value)
 
-    def empty(self) -> bool:  # not gated: protocol
-        return self.keys is None
-
     @property
     def nbytes(self) -> int:  # not gated: protocol
         return 0 if self.keys is None else self.keys.nbytes + self.values.nbytes
@@ -115,13 +120,6 @@ class LeftPaddedKV:
         at the cost of a broadcast and a select per layer. On a GPU a mask array selects
         other kernels (other bits), so l1 keeps it there, as BatchGenerator passes it."""
         return mx.default_device().type == mx.cpu
-
-    def _add_left_padding(self, left_padding) -> None:  # not gated: protocol
-        """``prepare(left_padding=...)``: padding added to an empty cache."""
-        if self.keys is not None:
-            raise ValueError(f"left padding can only be added to an empty {type(self).__name__}")
-        self.left_padding = self.left_padding_host + host_ints(left_padding)
-        self.offset = self.offset_host - host_ints(left_padding)
 
     @classmethod
     def _merged(cls, sizes: list[int], newest, make):
@@ -202,25 +200,11 @@ class BatchKV(LeftPaddedKV):
             return self._decode_masks(self._idx, self.left_padding_host)
         return causal_mask(N, self._idx, left_padding=self.left_padding_host, window=window_size)
 
-    def size(self) -> int:  # not gated: protocol
-        return self._idx
-
-    def is_trimmable(self) -> bool:  # not gated: protocol
-        return True
-
-    def trim(self, n: int) -> int:  # not gated: protocol
-        n = min(self._idx, n)
-        self._idx -= n
-        self.offset = self.offset_host - n
-        return n
-
     # -- prefill of right-padded prompts ----------------------------------------------
 
-    def prepare(self, *, left_padding=None, lengths=None, right_padding=None) -> None:
-        """``left_padding`` adds padding to an empty cache; ``right_padding`` (with the
-        prompts right-padded to one length) is moved to the left by ``finalize``."""
-        if left_padding is not None:  # not gated: protocol
-            self._add_left_padding(left_padding)
+    def prepare(self, *, lengths=None, right_padding=None) -> None:
+        """``right_padding`` (with the prompts right-padded to one length) is moved to the
+        left by ``finalize``. No ``left_padding``: a batch is built padded (module doc)."""
         if right_padding is not None and max(right_padding) > 0:  # one way: padded prefill
             self._right_padding = host_ints(right_padding)
 

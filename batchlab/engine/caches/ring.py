@@ -138,19 +138,6 @@ class BatchRing(LeftPaddedKV):
             decode_masks=self._decode_masks,
         )
 
-    def size(self) -> int:  # not gated: protocol
-        return min(self._offset, self.max_size)
-
-    def is_trimmable(self) -> bool:  # not gated: protocol
-        return self._offset < self.max_size
-
-    def trim(self, n: int) -> int:  # not gated: protocol
-        n = min(self._offset, n)
-        self._offset -= n
-        self._idx -= n
-        self.offset = self.offset_host - n
-        return n
-
     def to_quantized(self, group_size: int = 64, bits: int = 4):  # not gated: protocol
         raise NotImplementedError("BatchRing has no quantized form (nor has mlx-lm's)")
 
@@ -175,9 +162,8 @@ class BatchRing(LeftPaddedKV):
 
     # -- prefill of right-padded prompts ----------------------------------------------
 
-    def prepare(self, *, left_padding=None, lengths=None, right_padding=None) -> None:
-        if left_padding is not None:  # not gated: protocol
-            self._add_left_padding(left_padding)
+    def prepare(self, *, lengths=None, right_padding=None) -> None:
+        """No ``left_padding``, no ``trim``/``size``: as BatchKV (kv.py's module doc)."""
         if right_padding is not None and max(right_padding) > 0:  # one way: padded prefill
             self._lengths = host_ints(lengths) + self.offset_host
 

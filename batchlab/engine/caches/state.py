@@ -27,7 +27,7 @@ from mlx_lm.models.cache import ArraysCache, CacheList
 
 from batchlab.engine.caches.kv import LeftPaddedKV, as_rows
 from batchlab.engine.caches.mask import all_true, ssm_keeps_every_step, ssm_mask
-from batchlab.engine.caches.rowints import RowInts, RowIntsAttribute, host_ints
+from batchlab.engine.caches.rowints import RowInts, RowIntsAttribute
 from batchlab.engine.caches.single import list_row, state_row
 
 
@@ -99,15 +99,12 @@ class BatchState:
         self.lengths_ints.shift(-N)  # no-ops where not tracked
         self.left_padding_ints.shift(-N)
 
-    def prepare(self, *, left_padding=None, lengths=None, right_padding=None) -> None:
-        """``lengths`` of a right-padded prefill. ``left_padding`` is ADDED to the
-        tracked padding (mlx-lm's ArraysCache ignores it and would run padding through
-        the state; its BatchGenerator never passes it)."""
+    def prepare(self, *, lengths=None, right_padding=None) -> None:
+        """``lengths`` of a right-padded prefill. No ``left_padding`` (nor ``empty``,
+        ``size``, ``trim``): nothing the engine runs calls them on a batch cache (kv.py's
+        module doc)."""
         if lengths is not None:  # one way: padded prefill
             self.lengths = lengths
-        if left_padding is not None:  # not gated: protocol
-            base = 0 if self.left_padding_host is None else self.left_padding_host
-            self.left_padding = base + host_ints(left_padding)
 
     def finalize(self) -> None:
         self.lengths = None
@@ -151,15 +148,6 @@ class BatchState:
                 [zero if c.cache[e] is None else c.cache[e].astype(zero.dtype) for c in caches]
             )
         return merged
-
-    def empty(self) -> bool:  # not gated: protocol
-        return self.cache[0] is None
-
-    def size(self) -> int:  # not gated: protocol
-        return 0
-
-    def is_trimmable(self) -> bool:  # not gated: protocol
-        return False
 
     @property
     def nbytes(self) -> int:  # not gated: protocol
@@ -206,12 +194,6 @@ class BatchList:
     def state(self):  # not gated: protocol
         return [(c.state, type(c).__name__) for c in self.caches]
 
-    def is_trimmable(self) -> bool:  # not gated: protocol
-        return all(c.is_trimmable() for c in self.caches)
-
-    def trim(self, n: int) -> int:  # not gated: protocol
-        return [c.trim(n) for c in self.caches][-1]
-
     def filter(self, indices) -> None:
         for c in self.caches:
             c.filter(indices)
@@ -230,12 +212,6 @@ class BatchList:
     def finalize(self) -> None:
         for c in self.caches:
             c.finalize()
-
-    def size(self) -> int:  # not gated: protocol
-        return max(c.size() for c in self.caches)
-
-    def empty(self) -> bool:  # not gated: protocol
-        return self.caches[0].empty()
 
     @property
     def nbytes(self) -> int:  # not gated: protocol

@@ -89,12 +89,6 @@ class WindowKV(BatchKV):
         return mx.array(causal_mask_host(N, self._idx - start, left_padding=padding,
                                          window=window))
 
-    def size(self) -> int:  # not gated: kv history
-        return min(self._idx, self.max_size)
-
-    def is_trimmable(self) -> bool:  # not gated: kv history
-        return False
-
     def to_quantized(self, group_size: int = 64, bits: int = 4):  # not gated: protocol
         raise NotImplementedError("WindowKV has no quantized form")
 

@@ -52,12 +52,16 @@ class TapConv1d(nn.Module):
         self.weight = conv.weight  # (channels, kernel_size, 1): the same array
         if "bias" in conv:
             self.bias = conv.bias
-        self.padding = conv.padding
+        if conv.padding:  # not gated: no zoo module
+            # every Conv1d in mlx-lm's model modules (0.32) is built with padding 0: the
+            # causal convs pad on the left themselves, from their conv state
+            raise NotImplementedError(
+                f"the invariant path has no stand-in for a padded depthwise Conv1d "
+                f"(padding={conv.padding}); no mlx-lm model builds one: run this model "
+                f"on l1")
         self.freeze()
 
     def __call__(self, x: mx.array) -> mx.array:
-        if self.padding:  # not gated: no zoo module
-            x = mx.pad(x, [(0, 0), (self.padding, self.padding), (0, 0)])
         taps = self.weight.shape[1]
         steps = x.shape[1] - taps + 1
         w = self.weight[:, :, 0].astype(mx.float32)

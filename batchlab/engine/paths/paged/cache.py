@@ -61,9 +61,6 @@ class PagedKV(BatchKV):
     def state(self):
         return () if self.pool.keys is None else (self.pool.keys, self.pool.values)
 
-    def empty(self) -> bool:  # not gated: protocol
-        return not self.written
-
     @property
     def nbytes(self) -> int:  # not gated: protocol
         """The bytes this batch's rows hold in the pool (whole blocks)."""
@@ -109,14 +106,6 @@ class PagedKV(BatchKV):
 
     def keys_and_values(self) -> tuple[mx.array, mx.array]:
         return self.pool.gather(self._index(self.rows, max(self._idx, 0)))
-
-    def trim(self, n: int) -> int:  # not gated: protocol
-        n = min(self._idx, n)
-        for t in self.rows:
-            self.manager.truncate(t, min(n, t.num_tokens))
-        self._idx -= n
-        self.offset = self.offset_host - n
-        return n
 
     # -- prefill of right-padded prompts ----------------------------------------------
 

@@ -56,13 +56,6 @@ class KVQuant:
         if self.start < 0:  # not gated: input
             raise ValueError("the quantized-KV start must be >= 0")
 
-    def words(self, dim: int, dtype_size: int = 2) -> int:  # not gated: lab only
-        """uint32 words of one packed key of ``dim`` elements (ints, scales, biases)."""
-        return dim * self.bits // 32 + 2 * (dim // self.group_size) * dtype_size // 4
-
-    def bytes_per_element(self, dtype_size: int = 2) -> float:  # not gated: lab only
-        """Bytes per cached element: the ints plus one scale and one bias per group."""
-        return self.bits / 8 + 2 * dtype_size / self.group_size
 
 
 def dtype_name(dtype: mx.Dtype) -> str:
