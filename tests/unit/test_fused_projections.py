@@ -1,4 +1,4 @@
-"""``fused_projections``: one GEMM per q/k/v and gate/up group inside ``fused()``, the
+"""``fused_projections``: one GEMM per q/k/v group inside ``fused()``, the
 plain layers outside it (the fast path turns it on on CUDA only). Exact values on the
 CPU: small-integer weights and inputs make every order of summation exact."""
 
@@ -31,11 +31,12 @@ def tiny_llama(bias: bool = False) -> nn.Module:
 
 def test_every_group_is_fused_once():
     model = tiny_llama()
-    assert fuse_projections(model) == 4  # q/k/v and gate/up in each of 2 layers
+    assert fuse_projections(model) == 2  # q/k/v in each of 2 layers
     assert fuse_projections(model) == 0  # idempotent
     attn = model.model.layers[0].self_attn
     assert type(attn.q_proj) is FusedMemberLinear and type(attn.o_proj) is nn.Linear
-    assert type(model.model.layers[1].mlp.up_proj) is FusedMemberLinear
+    assert type(model.model.layers[1].self_attn.v_proj) is FusedMemberLinear
+    assert type(model.model.layers[1].mlp.up_proj) is nn.Linear  # gate/up: not fused
     # the parameters are untouched: nothing is added to the tree
     names = [n for n, _ in nn.utils.tree_flatten(model.parameters())]
     assert not any("fused" in n for n in names) and len(names) == 2 * 9 + 3
@@ -62,5 +63,5 @@ def test_inside_fused_one_product_serves_the_group_with_the_same_values():
 def test_a_quantized_or_mismatched_group_stays_plain():
     model = tiny_llama()
     nn.quantize(model.model.layers[1].self_attn, group_size=32, bits=8)
-    assert fuse_projections(model) == 3  # layer 1's q/k/v are QuantizedLinear
+    assert fuse_projections(model) == 1  # layer 1's q/k/v are QuantizedLinear
     assert type(model.model.layers[1].self_attn.q_proj) is nn.QuantizedLinear

@@ -9,8 +9,8 @@ that is 4 x 201 MB a layer, 306 us (659 GB/s), ~9.8 ms of a 17.6 ms step
   each key and value is read from memory once;
 - ``L = D / VPL`` lanes share a key, each owning ``VPL`` consecutive dims (one 8- or
   16-byte load); a warp holds ``32 / L`` key streams;
-- each stream loads ``U`` keys and values before it uses any (``U`` loads in flight a
-  lane: the packed-cache kernel, one key at a time, reached ~300 GB/s), then folds the
+- each stream issues the loads of ``U`` keys and values in one straight line before it
+  uses any (``2 U`` loads in flight a lane, kept packed in registers), then folds the
   ``U`` scores into one online-softmax update per query head;
 - the streams of a block are combined in shared memory; with one chunk the block writes
   the output, otherwise a second launch (``quantized_decode.combine_chunks``) combines
@@ -78,39 +78,51 @@ _BODY = """
     const T* kb = k + b * k_strides[0] + g * k_strides[1];
     const T* vb = v + b * v_strides[0] + g * v_strides[1];
     // uniform over the block: every lane reaches the shuffles; a key past the chunk or
-    // masked is not loaded and adds nothing
+    // masked adds nothing
     for (int base = start; base < end; base += NST * U) {
-        float kd[U][VPL];
-        float vd[U][VPL];
+        // every load first, unconditional and in one straight line (rows past the chunk
+        // read its last row and are dropped by ok[]): a load behind a branch, used
+        // right after, waits out its latency before the next one is issued
+        Vec kk[U];
+        Vec vv[U];
         bool ok[U];
+        if (vec) {
+#pragma unroll
+            for (int u = 0; u < U; ++u) {
+                const int rc = min(base + st * U + u, end - 1);
+                kk[u] = *reinterpret_cast<const Vec*>(kb + rc * k_strides[2] + wl * VPL);
+                vv[u] = *reinterpret_cast<const Vec*>(vb + rc * v_strides[2] + wl * VPL);
+            }
+        } else {
+#pragma unroll
+            for (int u = 0; u < U; ++u) {
+                const int rc = min(base + st * U + u, end - 1);
+                for (int i = 0; i < VPL; ++i) {
+                    const int d = wl * VPL + i;
+                    kk[u].v[i] = kb[rc * k_strides[2] + d * k_strides[3]];
+                    vv[u].v[i] = vb[rc * v_strides[2] + d * v_strides[3]];
+                }
+            }
+        }
 #pragma unroll
         for (int u = 0; u < U; ++u) {
             const int r = base + st * U + u;
-            ok[u] = r < end;
-            if (HAS_MASK && ok[u]) ok[u] = mask[b * mask_strides[0] + r * mask_strides[3]];
-            if (ok[u] && vec) {
-                const Vec kk = *reinterpret_cast<const Vec*>(kb + r * k_strides[2] + wl * VPL);
-                const Vec vv = *reinterpret_cast<const Vec*>(vb + r * v_strides[2] + wl * VPL);
-                for (int i = 0; i < VPL; ++i) {
-                    kd[u][i] = static_cast<float>(kk.v[i]);
-                    vd[u][i] = static_cast<float>(vv.v[i]);
-                }
-            } else if (ok[u]) {
-                for (int i = 0; i < VPL; ++i) {
-                    const int d = wl * VPL + i;
-                    kd[u][i] = static_cast<float>(kb[r * k_strides[2] + d * k_strides[3]]);
-                    vd[u][i] = static_cast<float>(vb[r * v_strides[2] + d * v_strides[3]]);
-                }
-            } else {
-                for (int i = 0; i < VPL; ++i) kd[u][i] = vd[u][i] = 0.0f;
+            bool live = r < end;
+            if (HAS_MASK) {
+                const int rc = min(r, end - 1);
+                live = live & mask[b * mask_strides[0] + rc * mask_strides[3]];
             }
+            ok[u] = live;
         }
+#pragma unroll
         for (int j = 0; j < G; ++j) {
             float s[U];
 #pragma unroll
             for (int u = 0; u < U; ++u) {
                 float d = 0.0f;
-                for (int i = 0; i < VPL; ++i) d += qv[j][i] * kd[u][i];
+                for (int i = 0; i < VPL; ++i) {
+                    d += qv[j][i] * static_cast<float>(kk[u].v[i]);
+                }
                 // xor offsets below L stay inside this key's L lanes
                 for (int off = L / 2; off > 0; off >>= 1) d += __shfl_xor_sync(0xffffffff, d, off);
                 s[u] = ok[u] ? d : NEG_INF;
@@ -124,7 +136,9 @@ _BODY = """
             for (int u = 0; u < U; ++u) {
                 const float p = expf(s[u] - big);
                 l[j] += p;
-                for (int i = 0; i < VPL; ++i) acc[j][i] += p * vd[u][i];
+                for (int i = 0; i < VPL; ++i) {
+                    acc[j][i] += p * static_cast<float>(vv[u].v[i]);
+                }
             }
             m[j] = big;
         }

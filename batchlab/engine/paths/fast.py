@@ -11,8 +11,9 @@ On CUDA it also decodes with two things of its own (``docs/performance.md``, iss
 
 - decode attention that reads each KV head once for its query group
   (``engine/kernels/grouped_decode.py``) instead of once per query head;
-- one GEMM per q/k/v and per gate/up group, weights concatenated once
-  (``fused_projections.py``).
+- one q/k/v GEMM, weights concatenated once (``fused_projections.py``), from
+  ``FUSE_MIN_ROWS`` rows: below that the step is bound by the host, where one GEMM and
+  three slices are one op more than three GEMMs.
 
 ``BATCHLAB_FAST_GQA=0`` / ``BATCHLAB_FAST_FUSE=0`` switch either off (the bench's
 before/after, in one tree). Masked and unmasked attention, the kernel and the wider GEMMs
@@ -37,6 +38,8 @@ from batchlab.engine.core.sampler import GREEDY, SamplingParams
 from batchlab.engine.core.scheduler import Scheduler
 from batchlab.engine.kernels.attention_dispatch import install_dispatch
 from batchlab.engine.paths.fused_projections import fuse_projections, fused
+
+FUSE_MIN_ROWS = 64  # below it the step is bound by the host: see the docstring
 
 
 def _switched_on(name: str) -> bool:
@@ -75,7 +78,7 @@ class FastScheduler(Scheduler):
                 self._fuse = True
 
     def _decode_logprobs(self, inputs: mx.array, caches: list) -> mx.array:
-        if not self._fuse:
+        if not self._fuse or inputs.shape[0] < FUSE_MIN_ROWS:
             return super()._decode_logprobs(inputs, caches)
         with fused():  # not gated: gpu only
             return super()._decode_logprobs(inputs, caches)

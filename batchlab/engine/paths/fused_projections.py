@@ -1,12 +1,13 @@
-"""One GEMM where a layer makes several of one input: q/k/v, and gate/up (``fast``, CUDA).
+"""One GEMM where a layer makes several projections of one input: q/k/v (``fast``, CUDA).
 
-At llama-3.1-8b B=256 on the H200 the k and v projections (N = 1024) ran at 420 GB/s
-and q at 882, where the wide gate / up GEMMs reached ~1,570 (MLX's CUDA GEMMs fill the
-device only with enough output columns: issue28-e6be8c1/opprofile-8b-B256.txt). Here
-the weights of such a group are concatenated once, along the output dim, and inside
+At llama-3.1-8b B=256 on the H200 the k and v GEMMs (N = 1024) are too narrow to fill
+the device; one q/k/v GEMM (N = 6144) takes less time than the three
+(reports/bench/cuda-sm90/issue28-h200d/). gate/up is not fused: there the two GEMMs
+of N = 14336 already fill it, and the one of N = 28672 took longer than the pair.
+The weights of a group are concatenated once, along the output dim, and inside
 ``fused()`` the group's first member called on an input computes the whole product;
 the others slice their columns of it (the same input array object: mlx-lm's attention
-calls ``q_proj(x), k_proj(x), v_proj(x)``, its MLP ``gate_proj(x)``, ``up_proj(x)``).
+calls ``q_proj(x), k_proj(x), v_proj(x)``).
 
 Outside ``fused()`` every member is its plain ``nn.Linear`` (the class is swapped for a
 subclass, parameters untouched), so l1, mlx-lm's engines and prefill running the same
@@ -24,7 +25,7 @@ from contextlib import contextmanager
 import mlx.core as mx
 from mlx import nn
 
-GROUPS = (("q_proj", "k_proj", "v_proj"), ("gate_proj", "up_proj"))
+GROUPS = (("q_proj", "k_proj", "v_proj"),)
 _ACTIVE = [0]  # fast decode forwards in flight on this thread (nesting-safe)
 _FUSED_MODELS: dict[int, weakref.ref] = {}
 
@@ -84,7 +85,7 @@ def _fusable(members: list) -> bool:
 
 
 def fuse_projections(model: nn.Module) -> int:
-    """Swap in fused members for every q/k/v and gate/up group of plain ``nn.Linear``
+    """Swap in fused members for every q/k/v group of plain ``nn.Linear``
     layers of ``model`` (once per model); returns the number of groups fused."""
     ref = _FUSED_MODELS.get(id(model))
     if ref is not None and ref() is model:
