@@ -38,6 +38,9 @@ def test_which_calls_the_kernel_takes():
     assert not gd.fits(mx.zeros((4, 72, 1, 128), mx.bfloat16), k, k, None, None)  # G = 9
     assert not gd.fits(mx.zeros((4, 30, 1, 128), mx.bfloat16), k, k, None, None)  # 30 % 8
     assert gd.fits(mx.zeros((4, 8, 1, 128), mx.bfloat16), k, k, None, None)  # G = 1
+    long = mx.zeros((4, 8, 1025, 128), mx.bfloat16)  # MLX's two-pass kernel's, untouched
+    assert not gd.fits(q, long, long, None, None)
+    assert gd.fits(q, long[:, :, :1024], long[:, :, :1024], None, None)
     q96 = mx.zeros((4, 32, 1, 96), mx.bfloat16)
     k96 = mx.zeros((4, 8, 300, 96), mx.bfloat16)
     assert not gd.fits(q96, k96, k96, None, None)

@@ -16,10 +16,12 @@ from collections import defaultdict
 CLASSES = [  # first match wins
     ("attention (grouped kernel)", r"batchlab_grouped_decode"),
     ("attention (MLX sdpa)", r"sdpa|attention|flash"),
-    ("GEMM", r"gemm|cutlass|xmma|cublas|matmul|gemv|Kernel2"),
+    ("GEMM (cuBLASLt nvjet, split-K reduce)", r"nvjet|splitKreduce|gemm|cutlass|xmma"),
+    ("GEMV (masked attention's matmuls, l1)", r"gemv|internal::kernel"),
     ("norms", r"rms|layer_norm|norm"),
     ("rope", r"rope"),
     ("softmax / logsumexp / argmax", r"logsumexp|softmax|arg_?reduce|argmax|reduce"),
+    ("silu * up (compiled)", r"Sigmoid"),
     ("copies / slices / cache writes", r"copy|slice|scatter|gather|concat|fill"),
     ("elementwise", r"binary|unary|ternary|compiled|elementwise"),
 ]

@@ -1,7 +1,8 @@
 # Issue 28, h200d, second session, call 3 (after the two staging calls, as in
 # s9-h200d-profile.sh): the grouped kernel with its loads in one straight line
 # (unconditional, clamped rows), q/k/v fused only (gate/up was slower fused) and only
-# from 64 rows. Probe, then the 8B B=256 bench (fast, l1, BatchGenerator), then B=1.
+# from 64 rows. Probe, then the 8B B=256 bench (fast, l1, BatchGenerator), then fast's
+# KL (cut to fit the device time left: no B=1 bench, one lab kl model).
 # Run as: source .gpu-stage/h200b/p3/install.sh && bash .gpu-stage/h200d/s9c-h200d-kernel2.sh
 set -u
 T=/tmp/h200d-tree
@@ -15,5 +16,9 @@ GQA=1; grep -q "^GQA OK yes" $R/gqa-probe.txt || GQA=0; echo "grouped kernel: $G
 B="python3 -m batchlab bench --prompt-len 128 --gen-len 128 --bandwidth 3352"
 timeout 110 env BATCHLAB_FAST_GQA=$GQA $B --model llama-3.1-8b --batch 256 --paths fast,l1 --repeats 2 \
   --out $R/8b-256 > $R/8b-256.log 2>&1; echo "== 8b-256: exit $?"; grep -E "B=|rror" $R/8b-256.log; pack
-timeout 60 env BATCHLAB_FAST_GQA=$GQA $B --model llama-3.2-1b,qwen3-0.6b --batch 1 --paths fast,l1 --repeats 4 \
-  --out $R/b1 > $R/b1.log 2>&1; echo "== b1: exit $?"; grep -E "B=1:|rror" $R/b1.log; pack
+# fast's KL against l1 with the kernel and without fusion (B=16 < 64 rows), as in s9b
+K="python3 -m batchlab lab kl --paths fast --rows 32 --length 256 --context 64 --batch 16"
+for m in qwen3-hd128; do
+  timeout 45 env BATCHLAB_FAST_GQA=$GQA $K --model $m --out $R/kl-$m > $R/kl-$m.log 2>&1
+  echo "== kl $m: exit $?"; grep -E "^(fast|same)" $R/kl-$m.log | head -3; pack
+done

@@ -34,6 +34,7 @@ WARPS = 4
 UNROLL = 8  # keys a stream loads before it uses them
 MAX_SHARED_FLOATS = 8192  # the streams' partials (32 KB): streams x G x D floats
 TARGET_BLOCKS = 2048  # ~16 resident blocks per SM on the H200's 132
+MAX_KEYS = 1024  # past it MLX runs its two-pass kernel, at the bandwidth: leave it that
 MIN_CHUNK = 256  # B=1 at a few hundred keys: one launch, no combine
 
 _BODY = """
@@ -227,12 +228,16 @@ def lanes_per_key(dim: int, itemsize: int) -> tuple[int, int]:
 
 
 def fits(queries: mx.array, keys: mx.array, values: mx.array, mask, sinks) -> bool:
-    """Whether the kernel takes this call: one query per row, K and V of one head dim
-    that splits over whole lanes, at most 8 query heads per KV head, no sinks, and no
-    mask or a boolean one of one query row over exactly the served keys."""
+    """Whether the kernel takes this call: one query per row over at most ``MAX_KEYS``
+    keys (where MLX runs its one-pass kernel, which reads K and V once per query head),
+    K and V of one head dim that splits over whole lanes, at most 8 query heads per KV
+    head, no sinks, and no mask or a boolean one of one query row over exactly the
+    served keys."""
     b, n_q, n, dim = queries.shape
     n_kv = keys.shape[1]
     if n != 1 or sinks is not None or keys.shape[-1] != dim or values.shape[-1] != dim:
+        return False
+    if keys.shape[2] > MAX_KEYS:
         return False
     if keys.dtype != queries.dtype or values.dtype != queries.dtype:
         return False

@@ -2,7 +2,7 @@
 
 At llama-3.1-8b B=256 on the H200 the k and v GEMMs (N = 1024) are too narrow to fill
 the device; one q/k/v GEMM (N = 6144) takes less time than the three
-(reports/bench/cuda-sm90/issue28-h200d/). gate/up is not fused: there the two GEMMs
+(reports/bench/cuda-sm90/issue28-59cea15/). gate/up is not fused: there the two GEMMs
 of N = 14336 already fill it, and the one of N = 28672 took longer than the pair.
 The weights of a group are concatenated once, along the output dim, and inside
 ``fused()`` the group's first member called on an input computes the whole product;
