@@ -217,7 +217,7 @@ def _no_mask() -> mx.array:  # not gated: gpu only
     return arr
 
 
-def lanes_per_key(dim: int, itemsize: int) -> tuple[int, int]:
+def lanes_per_key(dim: int, itemsize: int) -> tuple[int, int]:  # not gated: gpu only
     """(lanes a key spans, dims a lane loads): 8-byte loads of 16-bit dims up to D 128,
     16-byte loads beyond that and for float32; (0, 0) where no split fills a warp."""
     vpl = 4 if itemsize == 4 or dim <= 128 else 8
@@ -227,7 +227,8 @@ def lanes_per_key(dim: int, itemsize: int) -> tuple[int, int]:
     return lanes, vpl
 
 
-def fits(queries: mx.array, keys: mx.array, values: mx.array, mask, sinks) -> bool:
+def fits(queries: mx.array, keys: mx.array, values: mx.array, mask,  # not gated: gpu only
+         sinks) -> bool:
     """Whether the kernel takes this call: one query per row over at most ``MAX_KEYS``
     keys (where MLX runs its one-pass kernel, which reads K and V once per query head),
     K and V of one head dim that splits over whole lanes, at most 8 query heads per KV
@@ -253,7 +254,7 @@ def fits(queries: mx.array, keys: mx.array, values: mx.array, mask, sinks) -> bo
             and mask.shape[-1] == keys.shape[2] and mask.shape[0] in (1, b))
 
 
-def num_chunks(rows: int, kv_heads: int, width: int) -> int:
+def num_chunks(rows: int, kv_heads: int, width: int) -> int:  # not gated: gpu only
     """Chunks of keys per (row, KV head): enough blocks to keep the loads in flight, no
     chunk under 256 keys (one chunk: no second launch, one op less for the host)."""
     want = math.ceil(TARGET_BLOCKS / max(1, rows * kv_heads))

@@ -42,7 +42,7 @@ from batchlab.engine.paths.fused_projections import fuse_projections, fused
 FUSE_MIN_ROWS = 64  # below it the step is bound by the host: see the docstring
 
 
-def _switched_on(name: str) -> bool:
+def _switched_on(name: str) -> bool:  # not gated: gpu only
     return os.environ.get(name, "1") != "0"
 
 

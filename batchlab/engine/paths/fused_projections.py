@@ -31,7 +31,7 @@ _FUSED_MODELS: dict[int, weakref.ref] = {}
 
 
 @contextmanager
-def fused() -> Iterator[None]:
+def fused() -> Iterator[None]:  # not gated: gpu only
     """Within this block fused members compute their group's product once per input."""
     _ACTIVE[0] += 1
     try:
@@ -44,7 +44,7 @@ class _Group:
     """A group's concatenated weight (and bias), the column ranges of its members, and
     the last input it was called on with its parts."""
 
-    def __init__(self, members: list[nn.Linear]):
+    def __init__(self, members: list[nn.Linear]):  # not gated: gpu only
         self.weight = mx.concatenate([m.weight for m in members], axis=0)
         has_bias = "bias" in members[0]
         self.bias = mx.concatenate([m.bias for m in members]) if has_bias else None
@@ -56,7 +56,7 @@ class _Group:
         self.last_x = None
         self.last_parts: list[mx.array] = []
 
-    def part(self, x: mx.array, index: int) -> mx.array:
+    def part(self, x: mx.array, index: int) -> mx.array:  # not gated: gpu only
         if x is not self.last_x:
             if self.bias is not None:
                 y = mx.addmm(self.bias, x, self.weight.T)
@@ -70,13 +70,13 @@ class _Group:
 class FusedMemberLinear(nn.Linear):
     """An ``nn.Linear`` that, inside ``fused()``, reads its columns of its group's product."""
 
-    def __call__(self, x: mx.array) -> mx.array:
+    def __call__(self, x: mx.array) -> mx.array:  # not gated: gpu only
         if not _ACTIVE[0]:
             return super().__call__(x)
         return self._fused_group.part(x, self._fused_index)
 
 
-def _fusable(members: list) -> bool:
+def _fusable(members: list) -> bool:  # not gated: gpu only
     if any(type(m) is not nn.Linear for m in members):
         return False  # quantized, already fused, or another module
     first = members[0]
@@ -84,7 +84,7 @@ def _fusable(members: list) -> bool:
                and ("bias" in m) == ("bias" in first) for m in members)
 
 
-def fuse_projections(model: nn.Module) -> int:
+def fuse_projections(model: nn.Module) -> int:  # not gated: gpu only
     """Swap in fused members for every q/k/v group of plain ``nn.Linear``
     layers of ``model`` (once per model); returns the number of groups fused."""
     ref = _FUSED_MODELS.get(id(model))
