@@ -65,3 +65,30 @@ def test_a_quantized_or_mismatched_group_stays_plain():
     nn.quantize(model.model.layers[1].self_attn, group_size=32, bits=8)
     assert fuse_projections(model) == 1  # layer 1's q/k/v are QuantizedLinear
     assert type(model.model.layers[1].self_attn.q_proj) is nn.QuantizedLinear
+
+
+def test_fast_fuses_on_cuda_only_and_from_64_rows(monkeypatch):
+    from contextlib import contextmanager
+
+    from batchlab.engine.paths import fast
+
+    entered = []
+
+    @contextmanager
+    def spy():
+        entered.append(True)
+        yield
+
+    monkeypatch.setattr(fast, "fused", spy)
+    model = tiny_llama()
+    fast.FastScheduler(model)  # the CPU: nothing fused, no kernel
+    assert type(model.model.layers[0].self_attn.q_proj) is nn.Linear
+    monkeypatch.setattr(fast, "on_cuda", lambda: True)
+    monkeypatch.setenv("BATCHLAB_FAST_GQA", "0")
+    scheduler = fast.FastScheduler(model)
+    assert type(model.model.layers[0].self_attn.q_proj) is FusedMemberLinear
+    assert scheduler.caches.kv_class is fast.UnmaskedDecodeKV
+    for rows in (1, 63, 64):
+        caches = scheduler.caches.fresh(model, rows)
+        scheduler._decode_logprobs(mx.zeros((rows,), mx.int32), caches)
+    assert entered == [True]  # the 64-row step alone

@@ -59,3 +59,27 @@ def test_fast_takes_the_kernel_only_on_cuda():
     assert GroupedDecodeKV([0]).drops_all_true_decode_mask()
     if mx.default_device().type == mx.cpu:
         assert FastScheduler.caches.kv_class is UnmaskedDecodeKV
+
+
+def test_the_dispatch_sends_fast_decode_calls_to_the_kernel_on_cuda(monkeypatch):
+    from batchlab.engine.kernels import attention_dispatch as ad
+
+    calls = []
+    monkeypatch.setattr(ad, "on_cuda", lambda: True)
+    monkeypatch.setattr(gd, "grouped_decode_attention",
+                        lambda q, k, v, scale, mask: calls.append(("kernel", k.shape[2])) or q)
+
+    def mlx_lm_helper(q, k, v, cache=None, scale=1.0, mask=None, sinks=None):
+        calls.append(("mlx-lm", k.shape[2]))
+        return q
+
+    dispatch = ad.make_dispatch(mlx_lm_helper)
+    q = mx.zeros((2, 32, 1, 128), mx.bfloat16)
+    k = mx.zeros((2, 8, 300, 128), mx.bfloat16)
+    long = mx.zeros((2, 8, 1025, 128), mx.bfloat16)
+    dispatch(q, k, k, GroupedDecodeKV([0, 0]), 0.1, None)
+    dispatch(q, k, k, UnmaskedDecodeKV([0, 0]), 0.1, None)  # GQA=0: MLX's kernel
+    dispatch(q, long, long, GroupedDecodeKV([0, 0]), 0.1, None)  # MLX's two-pass kernel
+    dispatch(mx.zeros((2, 32, 3, 128), mx.bfloat16), k, k, GroupedDecodeKV([0, 0]), 0.1,
+             "causal")  # prefill
+    assert calls == [("kernel", 300), ("mlx-lm", 300), ("mlx-lm", 1025), ("mlx-lm", 300)]
