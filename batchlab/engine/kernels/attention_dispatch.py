@@ -10,7 +10,10 @@ another computation than that helper's on some backends:
   forward, each with the bits of its prefill alone);
 - quantized KV on CUDA, where mlx-lm's quantized attention has no kernel (its
   ``quantized_matmul`` calls are refused there: ``quantized_attention.py``, whose decode
-  kernel reads the owner cache's packed words).
+  kernel reads the owner cache's packed words);
+- the fast path's decode on CUDA, for caches that ``groups_decode``: one read of each KV
+  head for its query group (``grouped_decode.py``) where MLX's fused kernel reads it once
+  per query head; calls the kernel does not take go to mlx-lm's helper.
 
 ``install_dispatch`` replaces the helper in the loaded ``mlx_lm.models`` modules with
 ``dispatch``, which sends those calls to the engine and every other call, unchanged, to
@@ -27,6 +30,7 @@ from collections import OrderedDict
 import mlx.core as mx
 
 from batchlab.backend import on_cuda
+from batchlab.engine.kernels import grouped_decode
 from batchlab.engine.kernels.quantized_attention import quantized_attention
 from batchlab.engine.kernels.row_attention import row_attention
 from batchlab.engine.kernels.row_prefill import row_prefill_attention
@@ -68,6 +72,10 @@ def make_dispatch(original):
             first, ends, counts = owner.prefill_spans(queries.shape[2])
             return row_prefill_attention(queries, keys, values, first, ends, counts, scale,
                                          sinks)
+        if (on_cuda() and queries.shape[2] == 1  # not gated: gpu only
+                and getattr(owner, "groups_decode", False)
+                and grouped_decode.fits(queries, keys, values, mask, sinks)):
+            return grouped_decode.grouped_decode_attention(queries, keys, values, scale, mask)
         if hasattr(owner, "bits") and on_cuda():  # not gated: gpu only
             return quantized_attention(queries, keys, values, scale, mask, owner.group_size,
                                        owner.bits, sinks, owner)

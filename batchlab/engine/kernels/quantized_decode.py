@@ -241,7 +241,7 @@ def quantized_decode_attention(  # not gated: gpu only
     b, n_q, _, _ = queries.shape
     n_kv, width = k_packed.shape[1], k_packed.shape[2]
     n_chunks = num_chunks(b, n_kv, width)
-    main, combine = _kernels()
+    main = _kernels()[0]
     has_mask = mask is not None
     if has_mask and mask.shape[0] != b:  # not gated: gpu only
         mask = mx.broadcast_to(mask, (b, 1, 1, width))
@@ -253,7 +253,16 @@ def quantized_decode_attention(  # not gated: gpu only
         grid=(32 * WARPS * n_chunks, n_kv, b), threadgroup=(32 * WARPS, 1, 1),
         output_shapes=[(b, n_q, n_chunks), (b, n_q, n_chunks), (b, n_q, n_chunks, dim)],
         output_dtypes=[mx.float32, mx.float32, mx.float32])
+    return combine_chunks(part_m, part_l, part_acc, queries.dtype)
+
+
+def combine_chunks(part_m: mx.array, part_l: mx.array, part_acc: mx.array,
+                   dtype: mx.Dtype) -> mx.array:  # not gated: gpu only
+    """The chunks' partials ``(B, H, C)``, ``(B, H, C)``, ``(B, H, C, D)`` (max, sum,
+    unnormalised output) combined in chunk order: the attention output ``(B, H, 1, D)``."""
+    b, n_q, _, dim = part_acc.shape
+    combine = _kernels()[1]
     return combine(
-        inputs=[part_m, part_l, part_acc], template=[("T", queries.dtype)],
+        inputs=[part_m, part_l, part_acc], template=[("T", dtype)],
         grid=(128 * b * n_q, 1, 1), threadgroup=(128, 1, 1),
-        output_shapes=[(b, n_q, 1, dim)], output_dtypes=[queries.dtype])[0]
+        output_shapes=[(b, n_q, 1, dim)], output_dtypes=[dtype])[0]

@@ -7,26 +7,78 @@ rules out MLX's fused decode attention (several kernels per layer instead of one
 path hands the model ``None`` exactly when the mask would be all True, on every backend
 (l1 does so only on the CPU backend, where it cannot change a bit: ``BatchKV``).
 
-Masked and unmasked attention may round differently, so this is not l1: the gate is
-bit-exact against the oracle where it stays exact (the CPU backend) and KL statistics
-against it where it does not (``batchlab.engine.paths.registry``). On a GPU with real head dims
-it is not bit-exact (``docs/results.md``).
+On CUDA it also decodes with two things of its own (``docs/performance.md``, issue 28):
+
+- decode attention that reads each KV head once for its query group
+  (``engine/kernels/grouped_decode.py``) instead of once per query head;
+- one q/k/v GEMM, weights concatenated once (``fused_projections.py``), from
+  ``FUSE_MIN_ROWS`` rows: below that the step is bound by the host, where one GEMM and
+  three slices are one op more than three GEMMs.
+
+``BATCHLAB_FAST_GQA=0`` / ``BATCHLAB_FAST_FUSE=0`` switch either off (the bench's
+before/after, in one tree). Masked and unmasked attention, the kernel and the wider GEMMs
+may round differently, so this is not l1: the gate is bit-exact against the oracle where
+it stays exact (the CPU backend, which runs none of the CUDA parts) and KL statistics
+against it where it does not (``batchlab.engine.paths.registry``). On a GPU with real
+head dims it is not bit-exact (``docs/results.md``).
 """
 
 from __future__ import annotations
 
+import os
+
+import mlx.core as mx
+from mlx import nn
+
+from batchlab.backend import on_cuda
 from batchlab.engine.caches.kv import BatchKV
+from batchlab.engine.core.config import MLX_LM_DEFAULTS, ScheduleConfig
 from batchlab.engine.core.factory import BatchCaches
+from batchlab.engine.core.sampler import GREEDY, SamplingParams
 from batchlab.engine.core.scheduler import Scheduler
+from batchlab.engine.kernels.attention_dispatch import install_dispatch
+from batchlab.engine.paths.fused_projections import fuse_projections, fused
+
+FUSE_MIN_ROWS = 64  # below it the step is bound by the host: see the docstring
+
+
+def _switched_on(name: str) -> bool:  # not gated: gpu only
+    return os.environ.get(name, "1") != "0"
 
 
 class UnmaskedDecodeKV(BatchKV):
     """A BatchKV whose decode mask is ``None`` when no row is padded, on every backend."""
+
+    groups_decode = False  # the grouped decode kernel (CUDA): set by FastScheduler
 
     @staticmethod
     def drops_all_true_decode_mask() -> bool:
         return True
 
 
+class GroupedDecodeKV(UnmaskedDecodeKV):
+    """The same, whose decode attention the dispatch sends to the grouped kernel (CUDA)."""
+
+    groups_decode = True
+
+
 class FastScheduler(Scheduler):
     caches = BatchCaches(kv_class=UnmaskedDecodeKV)
+
+    def __init__(self, model: nn.Module, config: ScheduleConfig = MLX_LM_DEFAULTS,
+                 sampling: SamplingParams = GREEDY, row_sampler: type | None = None):
+        super().__init__(model, config, sampling, row_sampler)
+        self._fuse = False
+        if on_cuda():  # not gated: gpu only
+            if _switched_on("BATCHLAB_FAST_GQA"):
+                install_dispatch()
+                self.caches = BatchCaches(kv_class=GroupedDecodeKV)
+            if _switched_on("BATCHLAB_FAST_FUSE"):
+                fuse_projections(model)
+                self._fuse = True
+
+    def _decode_logprobs(self, inputs: mx.array, caches: list) -> mx.array:
+        if not self._fuse or inputs.shape[0] < FUSE_MIN_ROWS:
+            return super()._decode_logprobs(inputs, caches)
+        with fused():  # not gated: gpu only
+            return super()._decode_logprobs(inputs, caches)

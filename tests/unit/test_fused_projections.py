@@ -1,0 +1,94 @@
+"""``fused_projections``: one GEMM per q/k/v group inside ``fused()``, the
+plain layers outside it (the fast path turns it on on CUDA only). Exact values on the
+CPU: small-integer weights and inputs make every order of summation exact."""
+
+from __future__ import annotations
+
+import mlx.core as mx
+from mlx import nn
+from mlx_lm.models import llama
+
+from batchlab.engine.paths.fused_projections import (
+    FusedMemberLinear,
+    fuse_projections,
+    fused,
+)
+
+
+def tiny_llama(bias: bool = False) -> nn.Module:
+    args = llama.ModelArgs(
+        model_type="llama", hidden_size=32, num_hidden_layers=2, intermediate_size=48,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=8, rms_norm_eps=1e-5,
+        vocab_size=50, rope_theta=10000.0, tie_word_embeddings=False, attention_bias=bias,
+    )  # fmt: skip
+    model = llama.Model(args)
+    leaves = {}
+    for i, (name, p) in enumerate(sorted(nn.utils.tree_flatten(model.parameters()))):
+        leaves[name] = mx.random.randint(-3, 4, p.shape, key=mx.random.key(i)).astype(p.dtype)
+    model.update(nn.utils.tree_unflatten(list(leaves.items())))
+    return model
+
+
+def test_every_group_is_fused_once():
+    model = tiny_llama()
+    assert fuse_projections(model) == 2  # q/k/v in each of 2 layers
+    assert fuse_projections(model) == 0  # idempotent
+    attn = model.model.layers[0].self_attn
+    assert type(attn.q_proj) is FusedMemberLinear and type(attn.o_proj) is nn.Linear
+    assert type(model.model.layers[1].self_attn.v_proj) is FusedMemberLinear
+    assert type(model.model.layers[1].mlp.up_proj) is nn.Linear  # gate/up: not fused
+    # the parameters are untouched: nothing is added to the tree
+    names = [n for n, _ in nn.utils.tree_flatten(model.parameters())]
+    assert not any("fused" in n for n in names) and len(names) == 2 * 9 + 3
+
+
+def test_inside_fused_one_product_serves_the_group_with_the_same_values():
+    for bias in (False, True):
+        model = tiny_llama(bias)
+        x = mx.random.randint(-2, 3, (3, 1, 32), key=mx.random.key(99)).astype(mx.float32)
+        attn = model.model.layers[0].self_attn
+        plain = [attn.q_proj(x), attn.k_proj(x), attn.v_proj(x)]
+        fuse_projections(model)
+        outside = [attn.q_proj(x), attn.k_proj(x), attn.v_proj(x)]
+        with fused():
+            inside = [attn.q_proj(x), attn.k_proj(x), attn.v_proj(x)]
+            group = attn.q_proj._fused_group
+            assert group.last_x is x and group.ranges == [(0, 32), (32, 48), (48, 64)]
+            assert inside[1] is group.last_parts[1]  # k read q's product, no GEMM of its own
+        for a, b, c in zip(plain, outside, inside, strict=True):
+            assert a.shape == c.shape
+            assert mx.array_equal(a, b).item() and mx.array_equal(a, c).item()
+
+
+def test_a_quantized_or_mismatched_group_stays_plain():
+    model = tiny_llama()
+    nn.quantize(model.model.layers[1].self_attn, group_size=32, bits=8)
+    assert fuse_projections(model) == 1  # layer 1's q/k/v are QuantizedLinear
+    assert type(model.model.layers[1].self_attn.q_proj) is nn.QuantizedLinear
+
+
+def test_fast_fuses_on_cuda_only_and_from_64_rows(monkeypatch):
+    from contextlib import contextmanager
+
+    from batchlab.engine.paths import fast
+
+    entered = []
+
+    @contextmanager
+    def spy():
+        entered.append(True)
+        yield
+
+    monkeypatch.setattr(fast, "fused", spy)
+    model = tiny_llama()
+    fast.FastScheduler(model)  # the CPU: nothing fused, no kernel
+    assert type(model.model.layers[0].self_attn.q_proj) is nn.Linear
+    monkeypatch.setattr(fast, "on_cuda", lambda: True)
+    monkeypatch.setenv("BATCHLAB_FAST_GQA", "0")
+    scheduler = fast.FastScheduler(model)
+    assert type(model.model.layers[0].self_attn.q_proj) is FusedMemberLinear
+    assert scheduler.caches.kv_class is fast.UnmaskedDecodeKV
+    for rows in (1, 63, 64):
+        caches = scheduler.caches.fresh(model, rows)
+        scheduler._decode_logprobs(mx.zeros((rows,), mx.int32), caches)
+    assert entered == [True]  # the 64-row step alone
