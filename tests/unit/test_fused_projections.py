@@ -67,7 +67,7 @@ def test_a_quantized_or_mismatched_group_stays_plain():
     assert type(model.model.layers[1].self_attn.q_proj) is nn.QuantizedLinear
 
 
-def test_fast_fuses_on_cuda_only_and_from_64_rows(monkeypatch):
+def test_fast_fuses_only_when_switched_on_on_cuda_and_from_64_rows(monkeypatch):
     from contextlib import contextmanager
 
     from batchlab.engine.paths import fast
@@ -84,7 +84,9 @@ def test_fast_fuses_on_cuda_only_and_from_64_rows(monkeypatch):
     fast.FastScheduler(model)  # the CPU: nothing fused, no kernel
     assert type(model.model.layers[0].self_attn.q_proj) is nn.Linear
     monkeypatch.setattr(fast, "on_cuda", lambda: True)
-    monkeypatch.setenv("BATCHLAB_FAST_GQA", "0")
+    fast.FastScheduler(model)  # CUDA, nothing switched on: neither (no gate has passed them)
+    assert type(model.model.layers[0].self_attn.q_proj) is nn.Linear
+    monkeypatch.setenv("BATCHLAB_FAST_FUSE", "1")
     scheduler = fast.FastScheduler(model)
     assert type(model.model.layers[0].self_attn.q_proj) is FusedMemberLinear
     assert scheduler.caches.kv_class is fast.UnmaskedDecodeKV

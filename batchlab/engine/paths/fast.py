@@ -7,17 +7,20 @@ rules out MLX's fused decode attention (several kernels per layer instead of one
 path hands the model ``None`` exactly when the mask would be all True, on every backend
 (l1 does so only on the CPU backend, where it cannot change a bit: ``BatchKV``).
 
-On CUDA it also decodes with two things of its own (``docs/performance.md``, issue 28):
+On CUDA it can also decode with two things of its own, both off unless switched on
+(``docs/performance.md``, issue 28), because neither has passed the path's CUDA gate:
 
-- decode attention that reads each KV head once for its query group
-  (``engine/kernels/grouped_decode.py``) instead of once per query head;
-- one q/k/v GEMM, weights concatenated once (``fused_projections.py``), from
-  ``FUSE_MIN_ROWS`` rows: below that the step is bound by the host, where one GEMM and
-  three slices are one op more than three GEMMs.
+- ``BATCHLAB_FAST_GQA=1``: decode attention that reads each KV head once for its query
+  group (``engine/kernels/grouped_decode.py``) instead of once per query head; as close
+  to float32 as MLX's kernel, but it rounds otherwise, and the fast cells of
+  ``matrices/cuda.toml`` then fail the KL gate's same-top-1 bound on bf16 near-ties;
+- ``BATCHLAB_FAST_FUSE=1``: one q/k/v GEMM, weights concatenated once
+  (``fused_projections.py``), from ``FUSE_MIN_ROWS`` rows (below that the step is bound
+  by the host, where one GEMM and three slices are one op more than three GEMMs); no
+  CUDA cell runs fast at that many rows yet.
 
-``BATCHLAB_FAST_GQA=0`` / ``BATCHLAB_FAST_FUSE=0`` switch either off (the bench's
-before/after, in one tree). Masked and unmasked attention, the kernel and the wider GEMMs
-may round differently, so this is not l1: the gate is bit-exact against the oracle where
+Masked and unmasked attention, the kernel and the wider GEMMs may round differently,
+so this is not l1: the gate is bit-exact against the oracle where
 it stays exact (the CPU backend, which runs none of the CUDA parts) and KL statistics
 against it where it does not (``batchlab.engine.paths.registry``). On a GPU with real
 head dims it is not bit-exact (``docs/results.md``).
@@ -43,7 +46,7 @@ FUSE_MIN_ROWS = 64  # below it the step is bound by the host: see the docstring
 
 
 def _switched_on(name: str) -> bool:  # not gated: gpu only
-    return os.environ.get(name, "1") != "0"
+    return os.environ.get(name, "0") == "1"
 
 
 class UnmaskedDecodeKV(BatchKV):
