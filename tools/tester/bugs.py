@@ -671,3 +671,66 @@ def _():
             self._sample = real
 
     return _patch(sch.Scheduler, "_join_prefilled", _join_prefilled)
+
+
+# ---- round 2c: four more, after round 2b (measured against the matrix at 6668188) ----------
+
+@bug("xtc-uncompiled", "sampling: XTC", "the XTC filter runs eagerly, not compiled with the "
+     "random state as mlx-lm's apply_xtc is", ("_x0", "x0.", "xtc"))
+def _():
+    from batchlab.engine.core import sampler as s
+
+    def _xtc(logits, xtc_probability, xtc_threshold):
+        probs = mx.softmax(logits, -1)
+        mask = probs > mx.where(probs > xtc_threshold, probs, mx.inf).min(axis=-1, keepdims=True)
+        return mx.where(mx.random.uniform(0, 1) > xtc_probability, logits,
+                        mx.where(mask, -mx.inf, logits))
+
+    return _patch(s, "_xtc", _xtc)
+
+
+@bug("ring-prefill-lengths-relative", "rings: ragged chunked prefill (a later chunk)",
+     "BatchRing.prepare keeps the chunk's lengths as given, not offset by what each row holds",
+     ("ps8", "gemma3", "gpt-oss"))
+def _():
+    from batchlab.engine.caches import ring
+
+    def prepare(self, *, lengths=None, right_padding=None):
+        if right_padding is not None and max(right_padding) > 0:
+            self._lengths = ring.host_ints(lengths)
+
+    return _patch(ring.BatchRing, "prepare", prepare)
+
+
+@bug("ring-extend-offset-not-carried", "joins into rings",
+     "BatchRing.extend keeps its own global _offset, not the larger of the two",
+     ("late-join", "@w", "gemma3", "gpt-oss"))
+def _():
+    from batchlab.engine.caches import ring
+
+    orig = ring.BatchRing.extend
+
+    def extend(self, other):
+        mine = self._offset
+        orig(self, other)
+        if self.keys is not None:
+            self._offset = mine if mine else self._offset
+
+    return _patch(ring.BatchRing, "extend", extend)
+
+
+@bug("ring-merge-global-offset-from-rope", "rings + history (merge)",
+     "BatchRing.merge sets the global column count _offset to the largest RoPE offset",
+     ("gemma3", "history", "prefix", "resume"))
+def _():
+    from batchlab.engine.caches import ring
+
+    orig = ring.BatchRing.merge.__func__
+
+    def merge(cls, caches):
+        out = orig(cls, caches)
+        if out._idx:
+            out._offset = max(c.offset for c in caches)
+        return out
+
+    return _patch(ring.BatchRing, "merge", classmethod(merge))
