@@ -32,6 +32,7 @@ from batchlab.selftest import (
     regime_bugs,
     schedule_bugs,
     subject_bugs,
+    tester_bugs,
 )
 from batchlab.selftest.inject import Patch
 
@@ -432,6 +433,17 @@ CATALOG: tuple[SeededBug, ...] = (
          mutation_bugs.empty_ring_merge_padded,
          "rule: a merge left-pads each row to the longest, no more; mutant ring "
          "merge__mutmut_39 had no cell (reports/mutation/2026-12-02-r3)"),
+    # -- the outside tester's second round: its misses, closed (reports/gate/outside-tester-r2/)
+    _bug("default-window-cut-keeps-padding", "invariant/*/B2/ragged/static/ctx-wrap/steps10",
+         invariant_bugs.window_cut_keeps_padding,
+         "rule: WindowKV's cut moves the padding with the columns (engine/caches/window.py); "
+         "invariant-window-cut-keeps-padding on the default matrix, which passed it whole "
+         "before the tester's cells (its needle rows are all one length)"),
+    _bug("xtc-before-min-p", "*_m0.1_x0.5_xt0.05_r4,*rs-t1m0.05*",
+         tester_bugs.xtc_before_min_p,
+         "rule: mlx-lm's make_sampler chain order (top-p, min-p, XTC, top-k; "
+         "engine/core/sampler.py); no default cell set min-p and XTC together before the "
+         "tester's cells"),
     # -- subjects: an adapter's bookkeeping between an engine and the protocol (issue 25);
     # any subject, in-process or as a peer (`batchlab selftest --engine E`)
     _bug("subject-step-late",
