@@ -418,6 +418,13 @@ CATALOG: tuple[SeededBug, ...] = (
          "record: the paged path's RowCost.batch_bytes until round 4 (the row-cost cells "
          "caught it: 12288 bytes held, 11520 projected); reports/mutation/2026-12-02-r3/"
          "closed-r4.md", kind="accounting"),
+    _bug("rowcost-ring-width-ignored",
+         "l1/gemma3/B2/explicit/row-cost-longest-leaves/*,"
+         "paged/gemma4-e4b/B2/explicit/row-cost-longest-leaves/*",
+         cost_bugs.ring_width_ignored,
+         "record: serve's RowCost.batch_bytes until this round (found by a scratch "
+         "row-cost cell in which the longest row leaves: 2560 bytes held, 1536 projected)",
+         kind="accounting"),
     _bug("rowcost-state-per-token", "l1/qwen3.5/B3/explicit/row-cost/*",
          cost_bugs.state_costs_per_token,
          "rule: a state layer's cost does not grow with length (engine/core/cost.py); "

@@ -16,13 +16,26 @@ def paged_rings_per_row() -> list[Patch]:
     left-padded to the longest row, so a ragged batch of a sliding-window model holds
     more than projected (the row-cost cells found this in the engine itself)."""
 
-    def batch_bytes(self: RowCost, lengths: list[int]) -> int:
+    def batch_bytes(self: RowCost, lengths: list[int], ring_width: int = 0) -> int:
         if not lengths:
             return 0
         bs = self.block_size
         if bs:
             return sum(self.row_bytes(n) + self.per_token * (-n % bs) for n in lengths)
         return len(lengths) * self.row_bytes(max(lengths))
+
+    return [Patch(owner=RowCost, name="batch_bytes", value=batch_bytes)]
+
+
+def ring_width_ignored() -> list[Patch]:
+    """A batch's rings sized from its live rows' lengths alone (the accounting before
+    this round): a batch ring keeps the columns of rows that left (``BatchRing.filter``
+    keeps shared padding, as mlx-lm's), so once the longest row leaves, a sliding-window
+    model's batch holds more than projected (gemma3: 2560 bytes held, 1536 projected)."""
+    measured = RowCost.batch_bytes
+
+    def batch_bytes(self: RowCost, lengths: list[int], ring_width: int = 0) -> int:
+        return measured(self, lengths)
 
     return [Patch(owner=RowCost, name="batch_bytes", value=batch_bytes)]
 

@@ -28,17 +28,30 @@ from batchlab.serve.job import Job
 
 
 def admissible(waiting: list[Job], running: list[Job], *, max_batch: int,
-               kv_budget: int | None, row_cost: RowCost) -> int:
-    """How many of ``waiting`` (oldest first) may join ``running`` now."""
+               kv_budget: int | None, row_cost: RowCost, ring_now: int = 0) -> int:
+    """How many of ``waiting`` (oldest first) may join ``running`` now (``ring_now``:
+    see ``projected_bytes``)."""
     rows = list(running)
     for n, job in enumerate(waiting):
         if len(rows) >= max_batch or (
                 kv_budget is not None
-                and row_cost.batch_bytes([j.projected_tokens for j in [*rows, job]])
-                > kv_budget):
+                and projected_bytes(row_cost, [*rows, job], ring_now) > kv_budget):
             return n
         rows.append(job)
     return len(waiting)
+
+
+def projected_bytes(row_cost: RowCost, jobs: list[Job], ring_now: int = 0) -> int:
+    """The KV bytes ``jobs`` can reach together, each row at its prompt + max_tokens.
+    Their ring layers can hold more than the longest row: a batch ring grows one column a
+    step for the whole batch and does not narrow when a row leaves (``BatchRing``), so it
+    can reach the widest prompt, or ``ring_now`` (the columns the decode batch's rings
+    hold: ``engine.core.cost.ring_width``), plus the most steps any row has left."""
+    if not jobs:
+        return 0
+    widest = max(ring_now, *(len(j.prompt) for j in jobs))
+    steps = max(j.max_tokens - j.num_tokens for j in jobs)
+    return row_cost.batch_bytes([j.projected_tokens for j in jobs], widest + steps)
 
 
 def prefill_left(scheduler: Scheduler) -> tuple[int, int]:

@@ -34,6 +34,7 @@ from mlx import nn
 
 from batchlab.engine.core.batch import Request
 from batchlab.engine.core.config import ScheduleConfig
+from batchlab.engine.core.cost import ring_width
 from batchlab.engine.core.history import History
 from batchlab.engine.core.sampler import RowSampler
 from batchlab.engine.core.scheduler import Scheduler, engine_stream
@@ -95,7 +96,7 @@ class EngineWorker:
             self.waiting.clear()
         n = admission.admissible(self.waiting, list(self.running.values()),
                                  max_batch=self.max_batch, kv_budget=self.kv_budget,
-                                 row_cost=self.row_cost)
+                                 row_cost=self.row_cost, ring_now=self._ring_now())
         if n:
             admitted, self.waiting = self.waiting[:n], self.waiting[n:]
             self._insert(admitted)
@@ -160,8 +161,8 @@ class EngineWorker:
             prefilling=prefilling, prefill_tokens_left=left, waiting=len(self.waiting),
             waiting_prompt_tokens=sum(len(j.prompt) for j in self.waiting),
             max_batch=self.max_batch, peak_decoding=self.peak,
-            projected_kv_bytes=self.row_cost.batch_bytes([j.projected_tokens
-                                                          for j in running]),
+            projected_kv_bytes=admission.projected_bytes(self.row_cost, running,
+                                                         self._ring_now()),
             kv_budget=self.kv_budget, prefill_budget=self.prefill_budget,
             tokens_generated=self.tokens, prefilled_tokens=self.prefilled,
             steps=self.steps, crashes=self.crashes, row_faults=self.row_faults,
@@ -170,6 +171,10 @@ class EngineWorker:
             prompt_cache_entries=cache.entries, prompt_cache_bytes=cache.nbytes,
             prompt_cache_max_entries=cache.max_entries, prompt_cache_max_bytes=cache.max_bytes,
             blocks=block_stats(self.scheduler))
+
+    def _ring_now(self) -> int:
+        """The columns the decode batch's rings hold now (0 without a batch or a ring)."""
+        return ring_width(self.scheduler.decode.caches) if self.scheduler else 0
 
     # -- the rows -----------------------------------------------------------------------
 

@@ -11,7 +11,9 @@ caches' own ``token_bytes`` / ``row_bytes``:
 
 - full attention (``BatchKV``): rows x heads x the write index x head dims (left-padded to
   the longest row; the 256-column growth ahead of the write index is not counted);
-- sliding window (``BatchRing``): the same up to the ring's width once it has rotated;
+- sliding window (``BatchRing``): the same up to the ring's width once it has rotated
+  (a ring keeps the columns of rows that left: the projection is given the batch's ring
+  width, ``cost.ring_width``, which serve reads from the engine's caches the same way);
 - SSM / conv state (``BatchState``): every array, whatever the length;
 - paged (``PagedKV``): each row's whole blocks in its own table.
 
@@ -32,7 +34,7 @@ from __future__ import annotations
 from batchlab.engine.caches.kv import BatchKV, LeftPaddedKV
 from batchlab.engine.caches.ring import BatchRing
 from batchlab.engine.caches.state import BatchState
-from batchlab.engine.core.cost import RowCost, measure_row_cost
+from batchlab.engine.core.cost import RowCost, measure_row_cost, ring_width
 from batchlab.engine.core.layers import leaves
 from batchlab.engine.core.scheduler import Scheduler
 from batchlab.engine.paths.paged.cache import PagedKV
@@ -120,7 +122,9 @@ class RowCostCheck:
     def check(self, scheduler: Scheduler, step: int) -> None:
         batch = scheduler.decode  # empty between rows: it must project and hold 0
         lengths = [len(s.cache_tokens()) for s in batch.seqs]
-        projected = self.cost.batch_bytes(lengths)
+        # the rings' width is the batch's (a ring keeps the columns of rows that left):
+        # serve reads it the same way, from the engine's caches
+        projected = self.cost.batch_bytes(lengths, ring_width(batch.caches))
         held = sum(held_bytes(c) for c in leaves(batch.caches))
         if type(projected) is not int or projected != held:
             rows = ", ".join(f"{s.name}:{n}" for s, n in zip(batch.seqs, lengths))

@@ -11,7 +11,7 @@ from batchlab.cells.spec import load_matrix
 from batchlab.engine.caches.kv import BatchKV
 from batchlab.engine.caches.ring import BatchRing
 from batchlab.engine.caches.state import BatchState
-from batchlab.engine.core.cost import RowCost
+from batchlab.engine.core.cost import RowCost, ring_width
 from batchlab.matrix.engine_run import run_cell
 from batchlab.selftest import cost_bugs
 from batchlab.selftest.inject import applied
@@ -81,7 +81,7 @@ def test_accounting_bugs_reach_only_the_in_process_subject():
 
     accounting = sorted(b.name for b in CATALOG if b.kind == "accounting")
     assert accounting == ["paged-filter-leaks-blocks", "paged-rowcost-rings-per-row",
-                          "rowcost-state-per-token"]
+                          "rowcost-ring-width-ignored", "rowcost-state-per-token"]
     assert not set(accounting) & set(plays("batchlab"))
     bug = next(b for b in CATALOG if b.name == accounting[0])
     assert InProcessMode("batchlab").skip(bug) is None
@@ -101,3 +101,15 @@ def test_unsealed_names_rows_whose_known_full_blocks_are_not_all_offered():
                          num_sealed=1)  # block 1 holds decoded ids: never sealed
     cache = SimpleNamespace(pool=SimpleNamespace(block_size=16), rows=(good, bad, decoded))
     assert unsealed(cache) == ["row 1: 16 sealed of 2 full known blocks"]
+
+
+def test_a_ring_keeps_its_width_when_the_longest_row_leaves():
+    ring = BatchRing(8, [4, 0])
+    k = mx.zeros((2, 1, 6, 2), dtype=mx.float32)  # row 0: 2 ids after 4 of padding
+    ring.update_and_fetch(k, k)
+    ring.filter([0])  # the longest row (1) leaves: shared padding stays (mlx-lm)
+    assert ring.columns_held() == 6 and held_bytes(ring) == 2 * (6 * 2 * 4)
+    assert ring_width([ring, BatchKV([0])]) == 6 and ring_width([BatchKV([0])]) == 0
+    # gemma3 rows of 3 ids in rings 7 wide: the projection counts the rings' 7 columns
+    assert RowCost(**GEMMA3).batch_bytes([3], ring_width=7) == 3 * 256 + 2 * 7 * 128 == 2560
+    assert RowCost(**GEMMA3).batch_bytes([3], ring_width=20) == 3 * 256 + 2 * 8 * 128

@@ -51,6 +51,15 @@ class BatchRing(LeftPaddedKV):
         # absolute lengths of right-padded prompts, so padding never evicts real keys
         self._lengths: np.ndarray | None = None
 
+    def columns_held(self) -> int:
+        """The columns every row holds: the window once the ring has rotated, else the
+        columns written. A row that leaves does not narrow it (``filter`` keeps shared
+        padding, as mlx-lm's does), so a ring can be wider than its longest live row:
+        what serve's row cost must count (``engine/core/cost.py``)."""
+        if self.keys is None:
+            return 0
+        return self.max_size if self.rotated else self._idx
+
     # -- the protocol the models speak ----------------------------------------------
 
     def update_and_fetch(self, keys: mx.array, values: mx.array) -> tuple[mx.array, mx.array]:

@@ -8,7 +8,9 @@ or per row (``row_bytes``: SSM and conv state, whatever the length). A layer tha
 another layer's keys (shared KV) holds none and costs nothing.
 
 The engine's batch caches are left-padded to the longest row, so a batch costs
-``rows x (longest row)``, not the sum of its rows: ``batch_bytes``.
+``rows x (longest row)``, not the sum of its rows: ``batch_bytes``. Its ring layers can
+hold more: a batch ring keeps the width of rows that left (``BatchRing.columns_held``),
+so ``batch_bytes`` takes the batch's ``ring_width`` too.
 """
 
 from __future__ import annotations
@@ -35,19 +37,28 @@ class RowCost:
         """A row's sliding-window layers: never more than the window."""
         return sum(min(window, tokens) * cost for window, cost in self.window_per_token)
 
-    def batch_bytes(self, lengths: list[int]) -> int:
+    def batch_bytes(self, lengths: list[int], ring_width: int = 0) -> int:
         """The KV bytes of a batch whose rows reach ``lengths`` tokens: left-padded to
         the longest, or, paged, each row's full-attention keys in its own whole blocks
         (shared prefix blocks counted once per row: an upper bound) while its ring layers
         stay left-padded to the longest (a paged batch keeps its rings as l1 does; the
-        matrix's row-cost cells caught the per-row count undercounting them)."""
+        matrix's row-cost cells caught the per-row count undercounting them). The ring
+        layers hold at least ``ring_width`` columns a row (``ring_width(caches)``: a
+        batch ring does not narrow when its longest row leaves)."""
         if not lengths:
             return 0
         bs, longest = self.block_size, max(lengths)
+        ring = self.ring_bytes(max(longest, ring_width))
         if bs:
-            return sum(self.fixed + self.per_token * (n + -n % bs) + self.ring_bytes(longest)
-                       for n in lengths)
-        return len(lengths) * self.row_bytes(longest)
+            return sum(self.fixed + self.per_token * (n + -n % bs) + ring for n in lengths)
+        return len(lengths) * (self.fixed + self.per_token * longest + ring)
+
+
+def ring_width(caches: list) -> int:
+    """The columns a row holds in the widest ring layer of a batch's caches (0 without
+    one): ``batch_bytes``'s ``ring_width`` for the batch as it stands."""
+    return max((c.columns_held() for c in leaves(caches) if hasattr(c, "columns_held")),
+               default=0)
 
 
 def measure_row_cost(model: nn.Module, caches_factory) -> RowCost:
