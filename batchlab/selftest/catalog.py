@@ -418,7 +418,7 @@ CATALOG: tuple[SeededBug, ...] = (
          "record: the paged path's RowCost.batch_bytes until round 4 (the row-cost cells "
          "caught it: 12288 bytes held, 11520 projected); reports/mutation/2026-12-02-r3/"
          "closed-r4.md", kind="accounting"),
-    _bug("rowcost-ring-width-ignored",
+    _bug("rowcost-rings-by-live-lengths",
          "l1/gemma3/B2/explicit/row-cost-longest-leaves/*,"
          "paged/gemma4-e4b/B2/explicit/row-cost-longest-leaves/*",
          cost_bugs.ring_width_ignored,

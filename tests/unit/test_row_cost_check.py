@@ -81,7 +81,7 @@ def test_accounting_bugs_reach_only_the_in_process_subject():
 
     accounting = sorted(b.name for b in CATALOG if b.kind == "accounting")
     assert accounting == ["paged-filter-leaks-blocks", "paged-rowcost-rings-per-row",
-                          "rowcost-ring-width-ignored", "rowcost-state-per-token"]
+                          "rowcost-rings-by-live-lengths", "rowcost-state-per-token"]
     assert not set(accounting) & set(plays("batchlab"))
     bug = next(b for b in CATALOG if b.name == accounting[0])
     assert InProcessMode("batchlab").skip(bug) is None
