@@ -55,9 +55,7 @@ class BatchRing(LeftPaddedKV):
         """The columns every row holds: the window once the ring has rotated, else the
         columns written. A row that leaves does not narrow it (``filter`` keeps shared
         padding, as mlx-lm's does), so a ring can be wider than its longest live row:
-        what serve's row cost must count (``engine/core/cost.py``)."""
-        if self.keys is None:
-            return 0
+        what serve's row cost must count (``engine/core/cost.py``). An empty ring: 0."""
         return self.max_size if self.rotated else self._idx
 
     # -- the protocol the models speak ----------------------------------------------

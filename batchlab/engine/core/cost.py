@@ -30,8 +30,9 @@ class RowCost:
     fixed: int  # bytes per row whatever its length (state layers)
     block_size: int | None = None  # paged caches: a row holds whole blocks, unpadded
 
-    def row_bytes(self, tokens: int) -> int:
-        return self.fixed + self.per_token * tokens + self.ring_bytes(tokens)
+    def row_bytes(self, tokens: int, ring_width: int = 0) -> int:
+        """A row of ``tokens`` whose ring layers hold at least ``ring_width`` columns."""
+        return self.fixed + self.per_token * tokens + self.ring_bytes(max(tokens, ring_width))
 
     def ring_bytes(self, tokens: int) -> int:
         """A row's sliding-window layers: never more than the window."""
@@ -48,10 +49,10 @@ class RowCost:
         if not lengths:
             return 0
         bs, longest = self.block_size, max(lengths)
-        ring = self.ring_bytes(max(longest, ring_width))
         if bs:
+            ring = self.ring_bytes(max(longest, ring_width))
             return sum(self.fixed + self.per_token * (n + -n % bs) + ring for n in lengths)
-        return len(lengths) * (self.fixed + self.per_token * longest + ring)
+        return len(lengths) * self.row_bytes(longest, ring_width)
 
 
 def ring_width(caches: list) -> int:
