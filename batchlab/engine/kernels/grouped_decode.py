@@ -1,9 +1,8 @@
 """Decode attention that reads each KV head once for its query group (CUDA, ``fast``).
 
 MLX's fused decode attention (``sdpa_vector``) on CUDA reads a KV head's keys and values
-once per *query* head: at llama-3.1-8b B=256 (32 query heads over 8 KV heads, ~192 keys)
-that is 4 x 201 MB a layer, 306 us (659 GB/s), ~9.8 ms of a 17.6 ms step
-(reports/bench/cuda-sm90/issue28-e6be8c1/opprofile-8b-B256.txt). Here:
+once per *query* head: under GQA most of a large-B decode step's attention time
+(docs/performance.md, issue 28's per-kernel profile). Here:
 
 - a block per (row, KV head, chunk of keys) serves the group's ``G`` query heads, so
   each key and value is read from memory once;
@@ -12,9 +11,10 @@ that is 4 x 201 MB a layer, 306 us (659 GB/s), ~9.8 ms of a 17.6 ms step
 - each stream issues the loads of ``U`` keys and values in one straight line before it
   uses any (``2 U`` loads in flight a lane, kept packed in registers), then folds the
   ``U`` scores into one online-softmax update per query head;
-- the streams of a block are combined in shared memory; with one chunk the block writes
-  the output, otherwise a second launch (``quantized_decode.combine_chunks``) combines
-  the chunks in order.
+- the streams of a block are combined in shared memory (``decode_streams.py``, shared
+  with the quantized decode kernel); with one chunk the block writes the output,
+  otherwise a second launch (``quantized_decode.combine_chunks``) combines the chunks
+  in order.
 
 Scores, softmax and sums are float32, the output the model dtype. Not MLX's kernel bit
 for bit (another summation order), so only ``fast`` uses it, on CUDA, where that path is
@@ -28,6 +28,13 @@ import math
 
 import mlx.core as mx
 
+from batchlab.engine.kernels.decode_streams import (
+    NEG_INF_HEADER,
+    WRITE_PARTIAL,
+    merge_streams,
+    no_mask,
+    scale_array,
+)
 from batchlab.engine.kernels.quantized_decode import combine_chunks
 
 WARPS = 4
@@ -37,7 +44,7 @@ TARGET_BLOCKS = 2048  # ~16 resident blocks per SM on the H200's 132
 MAX_KEYS = 1024  # past it MLX runs its two-pass kernel, at the bandwidth: leave it that
 MIN_CHUNK = 256  # B=1 at a few hundred keys: one launch, no combine
 
-_BODY = """
+_STREAMS = """
     constexpr int L = D / VPL;              // lanes per key
     constexpr int S = 32 / L;               // key streams per warp
     constexpr int NST = NW * S;             // key streams per block
@@ -144,50 +151,16 @@ _BODY = """
             m[j] = big;
         }
     }
-    __shared__ float sm_m[NST][G];
-    __shared__ float sm_l[NST][G];
-    __shared__ float sm_acc[NST][G][D];
-    for (int j = 0; j < G; ++j) {
-        if (wl == 0) {
-            sm_m[st][j] = m[j];
-            sm_l[st][j] = l[j];
-        }
-        for (int i = 0; i < VPL; ++i) sm_acc[st][j][wl * VPL + i] = acc[j][i];
-    }
-    __syncthreads();
-    for (int idx = threadIdx.x; idx < G * D; idx += blockDim.x) {
-        const int j = idx / D;
-        const int d = idx % D;
-        float big = NEG_INF;
-        for (int t = 0; t < NST; ++t) big = fmaxf(big, sm_m[t][j]);
-        float total = 0.0f;
-        float o = 0.0f;
-        if (big != NEG_INF) {
-            for (int t = 0; t < NST; ++t) {
-                const float f = expf(sm_m[t][j] - big);
-                total += sm_l[t][j] * f;
-                o += sm_acc[t][j][d] * f;
-            }
-        }
-        const int h = g * G + j;
 """
+
+_BODY = _STREAMS + merge_streams("VPL")
 
 _WRITE_OUT = """
         out[(b * n_q_heads + h) * D + d] = static_cast<T>(total > 0.0f ? o / total : 0.0f);
     }
 """
 
-_WRITE_PARTIAL = """
-        const int row = (b * n_q_heads + h) * n_chunks + c;
-        part_acc[row * D + d] = o;
-        if (d == 0) {
-            part_m[row] = big;
-            part_l[row] = total;
-        }
-    }
-"""
 
-_HEADER = "#define NEG_INF (-__int_as_float(0x7f800000))\n"
 _INPUTS = ["q", "k", "v", "mask", "scale"]
 
 
@@ -195,26 +168,12 @@ _INPUTS = ["q", "k", "v", "mask", "scale"]
 def _kernels():  # not gated: gpu only
     direct = mx.fast.cuda_kernel(
         name="batchlab_grouped_decode", input_names=_INPUTS, output_names=["out"],
-        source=_BODY + _WRITE_OUT, header=_HEADER, ensure_row_contiguous=False)
+        source=_BODY + _WRITE_OUT, header=NEG_INF_HEADER, ensure_row_contiguous=False)
     partial = mx.fast.cuda_kernel(
         name="batchlab_grouped_decode_partial", input_names=_INPUTS,
         output_names=["part_m", "part_l", "part_acc"],
-        source=_BODY + _WRITE_PARTIAL, header=_HEADER, ensure_row_contiguous=False)
+        source=_BODY + WRITE_PARTIAL, header=NEG_INF_HEADER, ensure_row_contiguous=False)
     return direct, partial
-
-
-@functools.cache
-def _scale(scale: float) -> mx.array:  # not gated: gpu only
-    arr = mx.array([scale], dtype=mx.float32)
-    mx.eval(arr)
-    return arr
-
-
-@functools.cache
-def _no_mask() -> mx.array:  # not gated: gpu only
-    arr = mx.ones((1, 1, 1, 1), dtype=mx.bool_)
-    mx.eval(arr)
-    return arr
 
 
 def lanes_per_key(dim: int, itemsize: int) -> tuple[int, int]:  # not gated: gpu only
@@ -274,7 +233,7 @@ def grouped_decode_attention(  # not gated: gpu only
     if has_mask and mask.shape[0] != b:
         mask = mx.broadcast_to(mask, (b, 1, 1, width))
     direct, partial = _kernels()
-    inputs = [queries, keys, values, mask if has_mask else _no_mask(), _scale(scale)]
+    inputs = [queries, keys, values, mask if has_mask else no_mask(), scale_array(scale)]
     template = [("T", queries.dtype), ("D", dim), ("VPL", vpl), ("G", n_q // n_kv),
                 ("U", UNROLL), ("NW", WARPS), ("HAS_MASK", has_mask)]
     grid = (32 * WARPS * n_chunks, n_kv, b)

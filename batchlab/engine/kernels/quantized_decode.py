@@ -31,11 +31,19 @@ import math
 
 import mlx.core as mx
 
+from batchlab.engine.kernels.decode_streams import (
+    NEG_INF_HEADER,
+    WRITE_PARTIAL,
+    merge_streams,
+    no_mask,
+    scale_array,
+)
+
 WARPS = 4
 MAX_SHARED_FLOATS = 8192  # the streams' partials (32 KB): streams x G x D floats
 TARGET_BLOCKS = 2048  # ~16 resident blocks per SM on the H200's 132: enough loads in flight
 
-_SOURCE = """
+_STREAMS = """
     constexpr int VPW = 32 / BITS;          // values per word
     constexpr int L = D * BITS / 32;        // lanes (words) per key
     constexpr int S = 32 / L;               // key streams per warp
@@ -115,40 +123,9 @@ _SOURCE = """
             }
         }
     }
-    __shared__ float sm_m[NST][G];
-    __shared__ float sm_l[NST][G];
-    __shared__ float sm_acc[NST][G][D];
-    for (int j = 0; j < G; ++j) {
-        if (wl == 0) {
-            sm_m[st][j] = m[j];
-            sm_l[st][j] = l[j];
-        }
-        for (int i = 0; i < VPW; ++i) sm_acc[st][j][wl * VPW + i] = acc[j][i];
-    }
-    __syncthreads();
-    for (int idx = threadIdx.x; idx < G * D; idx += blockDim.x) {
-        const int j = idx / D;
-        const int d = idx % D;
-        float big = NEG_INF;
-        for (int t = 0; t < NST; ++t) big = fmaxf(big, sm_m[t][j]);
-        float total = 0.0f;
-        float o = 0.0f;
-        if (big != NEG_INF) {
-            for (int t = 0; t < NST; ++t) {
-                const float f = expf(sm_m[t][j] - big);
-                total += sm_l[t][j] * f;
-                o += sm_acc[t][j][d] * f;
-            }
-        }
-        const int h = g * G + j;
-        const int row = (b * n_q_heads + h) * n_chunks + c;
-        part_acc[row * D + d] = o;
-        if (d == 0) {
-            part_m[row] = big;
-            part_l[row] = total;
-        }
-    }
 """
+
+_SOURCE = _STREAMS + merge_streams("VPW") + WRITE_PARTIAL
 
 _COMBINE = """
     const int row = blockIdx.x;             // (b, h) flattened
@@ -173,7 +150,6 @@ _COMBINE = """
     }
 """
 
-_HEADER = "#define NEG_INF (-__int_as_float(0x7f800000))\n"
 
 
 @functools.cache
@@ -182,26 +158,12 @@ def _kernels():  # not gated: gpu only
         name="batchlab_quantized_decode",
         input_names=["q", "kp", "vp", "mask", "scale"],
         output_names=["part_m", "part_l", "part_acc"],
-        source=_SOURCE, header=_HEADER, ensure_row_contiguous=False)
+        source=_SOURCE, header=NEG_INF_HEADER, ensure_row_contiguous=False)
     combine = mx.fast.cuda_kernel(
         name="batchlab_quantized_decode_combine",
         input_names=["part_m", "part_l", "part_acc"], output_names=["out"],
-        source=_COMBINE, header=_HEADER, ensure_row_contiguous=True)
+        source=_COMBINE, header=NEG_INF_HEADER, ensure_row_contiguous=True)
     return main, combine
-
-
-@functools.cache
-def _scale(scale: float) -> mx.array:  # not gated: gpu only
-    arr = mx.array([scale], dtype=mx.float32)
-    mx.eval(arr)
-    return arr
-
-
-@functools.cache
-def _no_mask() -> mx.array:  # not gated: gpu only
-    arr = mx.ones((1, 1, 1, 1), dtype=mx.bool_)
-    mx.eval(arr)
-    return arr
 
 
 def fits(queries: mx.array, k_packed: mx.array, dim: int, dv: int, bits: int, group_size: int,
@@ -247,7 +209,7 @@ def quantized_decode_attention(  # not gated: gpu only
         mask = mx.broadcast_to(mask, (b, 1, 1, width))
     group = n_q // n_kv
     part_m, part_l, part_acc = main(
-        inputs=[queries, k_packed, v_packed, mask if has_mask else _no_mask(), _scale(scale)],
+        inputs=[queries, k_packed, v_packed, mask if has_mask else no_mask(), scale_array(scale)],
         template=[("T", queries.dtype), ("BITS", bits), ("GS", group_size), ("D", dim),
                   ("G", group), ("NW", WARPS), ("HAS_MASK", has_mask)],
         grid=(32 * WARPS * n_chunks, n_kv, b), threadgroup=(32 * WARPS, 1, 1),
