@@ -24,7 +24,8 @@ from starlette.middleware.cors import CORSMiddleware
 
 from batchlab.serve import errors
 from batchlab.serve.errors import APIError
-from batchlab.serve.generate import Generation, collect, stream, top_logprobs_of
+from batchlab.serve.generate import Generation, collect, stream
+from batchlab.serve.job_args import top_logprobs_of
 from batchlab.serve.prompts import chat_prompt, encode
 from batchlab.serve.request_io import ClientLeft, check_api_key, read_json
 from batchlab.serve.schema import ChatRequest, Common, CompletionRequest

@@ -12,15 +12,14 @@ import asyncio
 import contextlib
 import json
 import logging
-import secrets
 import time
 import uuid
 from dataclasses import dataclass, field
 
-from batchlab.engine.core.sampler import SamplingParams
 from batchlab.serve.errors import APIError, error_body
 from batchlab.serve.job import Done, EngineUnavailable, Job, Token
-from batchlab.serve.schema import SEED_LIMIT, ChatRequest, Common, CompletionRequest
+from batchlab.serve.job_args import processors_of, sampling_of, stop_ids_of
+from batchlab.serve.schema import Common
 from batchlab.serve.text import ChoiceText
 
 access_log = logging.getLogger("batchlab.serve.access")
@@ -55,15 +54,8 @@ class Generation:
         self.loop = asyncio.get_running_loop()
         self.prompt_tokens = sum(len(p) for p in prompts)
         tokenizer = state.tokenizer
-        stop_ids = state.engine.default_stop_ids if req.stop_token_ids is None else frozenset(
-            _in_vocab(req.stop_token_ids, state.engine.vocab_size, "stop_token_ids"))
-        try:
-            processors = req.processors()
-        except ValueError as err:
-            raise APIError(400, str(err), param="logit_bias") from None
-        if processors is not None:
-            _in_vocab([t for t, _ in processors.logit_bias], state.engine.vocab_size,
-                      "logit_bias")
+        stop_ids = stop_ids_of(req, state.engine)
+        processors = processors_of(req, state.engine.vocab_size)
         self.choices: list[Choice] = []
         jobs = []
         for i, prompt in enumerate(prompts):
@@ -75,8 +67,8 @@ class Generation:
                 self.choices.append(Choice(index=index, prompt_tokens=len(prompt), text=ChoiceText(
                     detokenizer=detok, stop_strings=req.stop_strings(), stop_ids=stop_ids)))
                 jobs.append({"prompt": prompt, "max_tokens": max_tokens[i],
-                             "sampling": _sampling(req, j, state.sampling,
-                                                   state.engine.vocab_size),
+                             "sampling": sampling_of(req, j, state.sampling,
+                                                     state.engine.vocab_size),
                              "logprobs": top_logprobs,
                              "stop_ids": stop_ids, "processors": processors})
         try:
@@ -284,42 +276,3 @@ def _top_dict(spell, top) -> dict[str, float]:
     for token, logprob in top:
         out.setdefault(spell(token), logprob)
     return out
-
-
-def _sampling(req: Common, j: int, defaults, vocab_size: int) -> SamplingParams:
-    """Choice j's sampling: the request's fields, else the server's defaults (``--temp``,
-    ...); a request without a seed gets a fresh random one. ``top_p`` 0 keeps the most
-    likely token alone (OpenAI takes it): served as greedy. ``top_k`` -1 (vLLM's) and 0
-    are off, and so is a ``top_k`` of the vocabulary or more (it keeps every token)."""
-    def pick(name):
-        value = getattr(req, name)
-        return getattr(defaults, name) if value is None else value
-
-    seed = secrets.randbits(64) if req.seed is None else (req.seed + j) % SEED_LIMIT
-    temperature, top_p, top_k = pick("temperature"), pick("top_p"), pick("top_k")
-    if top_p == 0:
-        temperature, top_p = 0.0, 1.0
-    if top_k < 0 or top_k >= vocab_size:
-        top_k = 0
-    try:
-        return SamplingParams(temperature=temperature, top_p=top_p, top_k=top_k,
-                              min_p=pick("min_p"), seed=seed)
-    except ValueError as err:
-        raise APIError(400, str(err), param="temperature") from None
-
-
-def _in_vocab(ids: list[int], vocab_size: int, param: str) -> list[int]:
-    bad = [t for t in ids if not 0 <= t < vocab_size]
-    if bad:
-        raise APIError(400, f"{param}: token ids {bad[:8]} are outside the vocabulary "
-                       f"[0, {vocab_size})", param=param)
-    return ids
-
-
-def top_logprobs_of(req: Common) -> int | None:
-    if isinstance(req, ChatRequest):
-        if req.top_logprobs is not None and not req.logprobs:
-            raise APIError(400, "top_logprobs needs logprobs: true", param="top_logprobs")
-        return (req.top_logprobs or 0) if req.logprobs else None
-    assert isinstance(req, CompletionRequest)
-    return req.logprobs
