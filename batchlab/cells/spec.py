@@ -69,9 +69,8 @@ from batchlab.cells.cell import (
     Cell,
     Refusal,
     Row,
-    parse_event,
-    validate_events,
 )
+from batchlab.cells.events import parse_event, validate_events
 from batchlab.cells.scenarios import (
     DEFAULT_CONTEXTS,
     scenario_rows,
