@@ -2,7 +2,8 @@
 
 import pytest
 
-from batchlab.cells.cell import Event, Row, parse_event, validate_events
+from batchlab.cells.cell import Event, Row
+from batchlab.cells.events import parse_event, validate_events
 from batchlab.cells.scenarios import prompt_lengths, script_events, seeded_prompt
 from batchlab.cells.spec import expand, load_matrix
 
