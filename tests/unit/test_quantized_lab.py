@@ -84,7 +84,7 @@ def test_kv_flags_name_a_registered_path():
 
     assert kv_path_for(8) == "kv8" and kv_path_for(4, 32) == "kv4-g32"
     name = kv_path_for(4, 64, 5000)
-    assert name == "kv4-g64-s5000" and PATHS[name].kv_scheme.start == 5000
+    assert name == "kv4-s5000" and PATHS[name].kv_scheme.start == 5000
     assert kv_path_for(4, 64, 5000) == name
     with pytest.raises(ValueError, match="choose from"):
         kv_path_for(4, 16)
