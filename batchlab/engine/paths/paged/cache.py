@@ -168,7 +168,8 @@ class PagedKV(BatchKV):
         for t, c, s in zip(cache.rows, caches, sizes):
             if s:
                 slots = pool.manager.append(t, [None] * s)
-                pool.write(slots, c.keys[..., :s, :], c.values[..., :s, :])
+                keys, values = c.keys[..., :s, :], c.values[..., :s, :]
+                pool.write(slots, keys, values)
         if width:
             cache.offset = cache.offset_host + width
             cache._idx = width
