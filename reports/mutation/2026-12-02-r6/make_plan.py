@@ -19,8 +19,9 @@ create_mutants ran; needs mutmut 3.8.1 for the diffs).
 import json
 import os
 import sys
-import tomllib
 from pathlib import Path
+
+import tomllib
 
 R3 = Path("reports/mutation/2026-12-02-r3")
 GPU_CLASSES = ("gpu only", "cpu")  # 'gpu only', 'gpu only in effect', ..., 'cpu'
