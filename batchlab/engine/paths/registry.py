@@ -83,7 +83,7 @@ def kv_path_for(bits: int, group_size: int = 64, start: int = 0) -> str:
     serve's flags pick, built by the same code."""
     scheme = KVScheme(bits=bits, group_size=group_size, start=start)
     for name, path in PATHS.items():
-        if path.kv_scheme == scheme:
+        if path.kv_scheme == scheme:  # one way: serve
             return name
     from batchlab.engine.paths.quantized.kv import KVQuant
 
