@@ -81,13 +81,13 @@ GPU_VERDICTS = {
     "kernels.attention_dispatch.x_make_dispatch__mutmut_2": "no CUDA cell: as _cache_of 10",
     "kernels.attention_dispatch.x_make_dispatch__mutmut_49":
         "no CUDA cell: as _cache_of 10 (a KV-shared layer's prefill)",
-    "kernels.attention_dispatch.x_make_dispatch__mutmut_89":
+    "kernels.attention_dispatch.x_make_dispatch__mutmut_124":
         "no CUDA cell: the quantized paths' CUDA attention; cuda.toml has no kv cells "
         "(mlx-lm's serial quantized oracle does not run there); lab kl only",
     "kernels.quantized_attention.x_quantized_attention__mutmut_52":
-        "no CUDA cell: as make_dispatch 89",
+        "no CUDA cell: as make_dispatch 124 (round 5: 89)",
     "kernels.quantized_attention.x_quantized_attention__mutmut_74":
-        "no CUDA cell: as make_dispatch 89",
+        "no CUDA cell: as make_dispatch 124 (round 5: 89)",
     "kernels.row_attention.x__cuda_row_attention__mutmut_17":
         "no CUDA cell reaches the per-head kernel (see 58); maxd rounded by 33 also "
         "differs only for head dims in (32k, 33k], none of the zoo's or usual ones",
@@ -119,9 +119,12 @@ def main() -> None:
     gpu_names = set((HERE / "gpu-names.txt").read_text().split())
     r4_gpu = {r["name"]: r for r in map(json.loads, (R4 / "gpu-results.jsonl").read_text().splitlines())}
 
-    def r4_cuda(name: str) -> str:  # round 4's name is today's or round 3's
+    r5_located = json.loads((HERE.parent / "2026-12-02-r5" / "located.json").read_text())
+
+    def r4_cuda(name: str) -> str:  # round 4's name is today's, round 3's or round 5's
         r3 = next((k for k, v in located.items() if v == name), name)
-        return (r4_gpu.get(name) or r4_gpu.get(r3) or {}).get("status", "?")
+        found = r4_gpu.get(name) or r4_gpu.get(r3) or r4_gpu.get(r5_located.get(r3, ""))
+        return (found or {}).get("status", "?")
 
     def r3_name(name: str) -> str:
         return round3.get(name) or next((k for k, v in located.items() if v == name), name)
