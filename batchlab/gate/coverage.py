@@ -68,8 +68,8 @@ REASONS = {
                   "size: the invariant path refuses history), a quantized row extracted "
                   "before its quantization start or holding no keys (the kv-history cells "
                   "quantize from the first write); unit tests check the round trip",
-    "serve": "used by batchlab serve only (its --kv-bits flags name a path); tests/serve "
-             "cover it",
+    "serve": "used by batchlab serve only: its --kv-bits flags naming a kv path the "
+             "matrix's registered already (tests/serve cover it)",
     "bench only": "a paged pool of fixed size (its OutOfBlocks refusal) or a paged "
                   "scheduler with prefix sharing off: batchlab bench's paged variants only "
                   "(tests/unit/test_paged_blocks.py covers the refusal)",

@@ -31,9 +31,12 @@ def run_batch_oracle(
     dtype: str,
     config: ScheduleConfig | None = None,
     keep_values: bool = False,
+    held: dict[str, int] | None = None,
 ) -> Trajectory:
     """``config`` defaults to the cell's schedule. The cell's sampler is mlx-lm's own
-    ``make_sampler``, shared by the batch; MLX's global key is seeded just before the run."""
+    ``make_sampler``, shared by the batch; MLX's global key is seeded just before the run.
+    ``held``, if given, gets the number of ids each parked row's caches held when it was
+    parked (0: parked while still queued, its caches hold nothing)."""
     config = config or cell.schedule
     p = cell.sampling
     generator = BatchGenerator(
@@ -46,12 +49,14 @@ def run_batch_oracle(
     )
     mx.random.seed(p.seed)
     try:
-        return _drive(cell, generator, TrajectoryBuilder(dtype, keep_values))
+        return _drive(cell, generator, TrajectoryBuilder(dtype, keep_values),
+                      {} if held is None else held)
     finally:
         generator.close()
 
 
-def _drive(cell: Cell, generator: BatchGenerator, out: TrajectoryBuilder) -> Trajectory:
+def _drive(cell: Cell, generator: BatchGenerator, out: TrajectoryBuilder,
+           held: dict[str, int]) -> Trajectory:
     uid_of: dict[str, int] = {}
     name_of: dict[int, str] = {}
     alive: set[str] = set()
@@ -86,6 +91,7 @@ def _drive(cell: Cell, generator: BatchGenerator, out: TrajectoryBuilder) -> Tra
         for name in names:
             caches, tokens = kept[uid_of[name]]  # the script parks rows before they can end
             parked[name] = (caches, list(tokens))
+            held[name] = len(tokens)
         alive.difference_update(names)
 
     def resume(rows):

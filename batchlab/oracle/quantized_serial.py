@@ -21,7 +21,9 @@ quantization: ``generate_step(..., kv_bits, kv_group_size, quantized_kv_start)``
   cached prompt built in the model dtype by the single-stream path (``prefill_step_size``
   chunks) and quantized as it is handed over (``to_quantized``, before the row's first
   own forward), which is what a server's prompt cache holds once a kv-bits run has
-  touched it; a parked row keeps its (by then quantized) caches and resumes on them.
+  touched it; a parked row keeps its (by then quantized) caches and resumes on them; a
+  row parked while still queued held nothing (BatchGenerator hands back empty caches)
+  and resumes afresh on its resume ids.
 """
 
 
@@ -109,11 +111,13 @@ def check_cell(cell: Cell) -> None:
 
 
 def replay_quantized_row(model: nn.Module, cell: Cell, row: Row, lengths: list[int],
-                         plan: list[KVQuant]) -> list[tuple[int, mx.array]]:
+                         plan: list[KVQuant], queued_park: bool = False,
+                         ) -> list[tuple[int, mx.array]]:
     """A row with history alone: prefix (model dtype, then quantized) | prompt[:-1] |
     one id at a time | after a park or finish: resume[:-1] | one id at a time, with
     ``lengths[i]`` tokens emitted for segment i and mlx-lm's quantization rule after
-    every forward; [(token, logprobs)]."""
+    every forward; [(token, logprobs)]. ``queued_park``: the row was parked while still
+    queued (its caches held nothing), so it starts afresh on its resume ids."""
     size = cell.schedule.prefill_step_size
     caches = make_prompt_cache(model)
 
@@ -133,7 +137,7 @@ def replay_quantized_row(model: nn.Module, cell: Cell, row: Row, lengths: list[i
         if row.prefix:
             prefill(row.prefix, quantize=False)  # the cached prompt, in the model dtype
             _quantize_layers(caches, plan)  # ... quantized as the row takes it
-        segments = list(zip((row.prompt, row.resume), lengths))
+        segments = list(zip((row.prompt, row.resume), lengths))[1 if queued_park else 0:]
         for i, (segment, n) in enumerate(segments):
             if i and n == 0:
                 continue
@@ -154,7 +158,8 @@ def replay_quantized_row(model: nn.Module, cell: Cell, row: Row, lengths: list[i
 def run_quantized_oracle(cell: Cell, model: nn.Module, dtype: str, plan: list[KVQuant],
                          keep_values: bool = False) -> Trajectory:
     check_cell(cell)
-    schedule = run_batch_oracle(cell, model, dtype)
+    held: dict[str, int] = {}  # ids each parked row's caches held (BatchGenerator's)
+    schedule = run_batch_oracle(cell, model, dtype, held=held)
     uniform = len(set(plan)) == 1 and not has_rings(model)
     rows = {}
     for row in cell.rows:
@@ -165,11 +170,12 @@ def run_quantized_oracle(cell: Cell, model: nn.Module, dtype: str, plan: list[KV
         ps = cell.schedule.prefill_step_size
         if row.prefix or row.resume:
             lengths = segment_lengths(cell, row, steps)
-            if len(lengths) > 1 and lengths[0] == 0:
+            queued = len(lengths) > 1 and lengths[0] == 0 and held.get(row.name) == 0
+            if len(lengths) > 1 and lengths[0] == 0 and not queued:
                 raise ValueError(f"row {row.name} is parked before its first token (its caches "
                                  "hold part of a prompt): the quantized oracle cannot replay "
-                                 "that; park it after it emitted")
-            run = replay_quantized_row(model, cell, row, lengths, plan)
+                                 "that; park it after it emitted, or while it is queued")
+            run = replay_quantized_row(model, cell, row, lengths, plan, queued_park=queued)
         elif uniform:
             run = mlx_lm_steps(model, row.prompt, len(steps), plan[0], ps)
         else:

@@ -440,6 +440,23 @@ CATALOG: tuple[SeededBug, ...] = (
          mutation_bugs.empty_ring_merge_padded,
          "rule: a merge left-pads each row to the longest, no more; mutant ring "
          "merge__mutmut_39 had no cell (reports/mutation/2026-12-02-r3)"),
+    # -- mutation round 6 (reports/mutation/2026-12-02-r6/closed-r6.md)
+    _bug("prefix-lookup-counts-queries", "paged/llama/B3/explicit/row-cost-prefix/*",
+         cost_bugs.prefix_lookup_counts_queries,
+         "rule: num_queries counts the full blocks the rows offered (BlockStats); the "
+         "pool check saw only hits <= queries until round 6 (mutant "
+         "share_prefix__mutmut_34 survived it)", kind="accounting"),
+    _bug("quantized-empty-merge-unquantized", "kv8/llama-hd64/B2/explicit/park-queued/*",
+         mutation_bugs.quantized_empty_merge_unquantized,
+         "rule: a quantized path's rows stay quantized whatever they resume from; no "
+         "cell merged only empty quantized caches before round 6 (the serial quantized "
+         "oracle refused a park before the first token)"),
+    _bug("quantized-ring-join-keeps-unused-tail",
+         "kv8/gemma3-hd64/B2/explicit/prefix-decoded/*",
+         mutation_bugs.quantized_ring_join_keeps_unused_tail,
+         "rule: an unwrapped ring's unused tail is not keys (single.py ring_temporal); "
+         "mutant ring_temporal__mutmut_4 passed l1's prefix-decoded cell, whose ring "
+         "merge hides it (reports/mutation/2026-12-02-r5)"),
     # -- the outside tester's second round: its misses, closed (reports/gate/outside-tester-r2/)
     _bug("default-window-cut-keeps-padding", "invariant/*/B2/ragged/static/ctx-wrap/steps10",
          invariant_bugs.window_cut_keeps_padding,

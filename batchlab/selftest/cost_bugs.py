@@ -67,3 +67,22 @@ def paged_filter_leaks_blocks() -> list[Patch]:
             del self.manager.release  # the instance attribute; the method shows again
 
     return [Patch(owner=PagedKV, name="filter", value=filter)]
+
+
+def prefix_lookup_counts_queries() -> list[Patch]:
+    """The prefix cache's lookup at admission (``BlockManager.cached_prefix``, which
+    "counts nothing") counts each block it finds as a query: serve's ``prefix_hit_rate``
+    (hits / queries) then reads low by the blocks every joining row looked up, though no
+    token changes. The row-cost check counts the queries from the rows' sealed blocks
+    (round 6)."""
+    from batchlab.engine.paths.paged.block_manager import BlockManager
+    from batchlab.selftest.inject import original
+
+    clean = original(BlockManager, "cached_prefix")
+
+    def cached_prefix(self: BlockManager, ids) -> int:
+        n = clean(self, ids)
+        self.num_queries += n // self.block_size
+        return n
+
+    return [Patch(owner=BlockManager, name="cached_prefix", value=cached_prefix)]

@@ -49,3 +49,46 @@ def empty_ring_merge_padded() -> list[Patch]:
         return clean(cls, caches)
 
     return [Patch(owner=BatchRing, name="merge", value=classmethod(merge))]
+
+
+def quantized_empty_merge_unquantized() -> list[Patch]:
+    """A quantized path's merge of rows that are all empty (a row parked while still
+    queued, resumed) takes l1's ``BatchKV.merge``: the resumed row then runs its whole
+    life on bf16 keys and values on a path that says 8-bit (mutants of
+    ``merge_quantized``'s empty case, 27 and 47, had no cell until round 6's
+    kv8 park-queued cells, whose serial quantized oracle replays a queued park)."""
+    from batchlab.engine.caches.kv import BatchKV
+    from batchlab.engine.paths.quantized.kv import BatchQuantizedKV
+
+    clean = BatchQuantizedKV.merge_quantized.__func__
+
+    def merge_quantized(cls, caches, quant):
+        if all(c.keys is None for c in caches):
+            return BatchKV.merge(caches)
+        return clean(cls, caches, quant)
+
+    return [Patch(owner=BatchQuantizedKV, name="merge_quantized",
+                  value=classmethod(merge_quantized))]
+
+
+def quantized_ring_join_keeps_unused_tail() -> list[Patch]:
+    """An mlx-lm ring row joining a quantized batch is put in temporal order with the
+    wrap test off by one (``idx <= offset``: mutant ``ring_temporal__mutmut_4``): a
+    prompt cache that never filled its window (written one id at a time, so its buffer is
+    the window wide) is taken as wrapped, and its unused zero columns join the row as
+    keys. l1's ring merge keeps the newest ``size()`` columns and hides it; the quantized
+    join packs the whole array (round 6's kv8 prefix-decoded cell)."""
+    import mlx.core as mx
+
+    from batchlab.engine.paths.quantized import ring as quantized_ring
+
+    def ring_temporal(cache, v):
+        keep, idx = cache.keep, cache._idx
+        if idx == v.shape[2]:
+            return v
+        if idx <= cache.offset:
+            return mx.concatenate([v[..., :keep, :], v[..., idx:, :], v[..., keep:idx, :]],
+                                  axis=2)
+        return v[..., :idx, :]
+
+    return [Patch(owner=quantized_ring, name="ring_temporal", value=ring_temporal)]

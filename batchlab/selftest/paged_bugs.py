@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from batchlab.engine.paths.paged import block_manager
 from batchlab.engine.paths.paged.block import NO_PARENT
-from batchlab.engine.paths.paged.block_manager import Appended, BlockManager
+from batchlab.engine.paths.paged.block_manager import BlockManager
 from batchlab.selftest.inject import Patch, original, wrapped
 
 
@@ -47,12 +47,11 @@ def block_boundary_off_by_one() -> list[Patch]:
     first key of the previous block and leaves its new block's first slot empty."""
 
     def make(clean):
-        def append(self: BlockManager, table, ids) -> Appended:
+        def append(self: BlockManager, table, ids) -> list[int]:
             pos, bs = table.num_tokens, self.block_size
             out = clean(self, table, ids)
-            slots = [table.blocks[(p - 1) // bs] * bs if p % bs == 0 and p > 0 else s
-                     for p, s in zip(range(pos, pos + len(ids)), out.slots)]
-            return Appended(slots=slots, copies=out.copies)
+            return [table.blocks[(p - 1) // bs] * bs if p % bs == 0 and p > 0 else s
+                    for p, s in zip(range(pos, pos + len(ids)), out)]
 
         return append
 

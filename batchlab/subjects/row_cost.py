@@ -26,7 +26,12 @@ row has offered each of its full blocks of known ids, in order, to the prefix ca
 and the pool statistics serve's metrics report (``BlockManager.stats``): the blocks in
 use are exactly the distinct blocks the live rows' tables (prompt and decode batches)
 hold, counted here from the tables, and the prefix cache never reports more hits than
-queries.
+queries. The queries themselves (``num_queries``, "full blocks sealed": the divisor of
+serve's ``prefix_hit_rate``) are counted independently: every full block of known ids a
+row offers (sealed in its prefill, or shared from the cache as it is admitted) is one
+query, and a row's ``num_sealed`` counts exactly those; a row seals only while it
+prefills, which ends a step, so every row is seen at its final count by some check, and
+the sum over every row seen must be the manager's count.
 """
 
 from __future__ import annotations
@@ -111,12 +116,41 @@ def pool_mismatch(caches: list[PagedKV]) -> list[str]:
     return out
 
 
+class QueryLedger:
+    """The prefix-cache queries the rows made, counted from their tables: per block
+    manager, each row's largest ``num_sealed`` seen (the row object is kept, so its id is
+    not reused by a later row)."""
+
+    def __init__(self):
+        self.rows: dict[int, tuple[object, dict[int, tuple[object, int]]]] = {}
+
+    def note(self, scheduler: Scheduler) -> None:
+        for batch in (scheduler.prompt, scheduler.decode):
+            for cache in leaves(batch.caches):
+                if not isinstance(cache, PagedKV):
+                    continue
+                _, seen = self.rows.setdefault(id(cache.manager), (cache.manager, {}))
+                for seq, table in zip(batch.seqs, cache.rows, strict=True):
+                    before = seen.get(id(seq), (seq, 0))[1]
+                    seen[id(seq)] = (seq, max(before, table.num_sealed))
+
+    def mismatch(self) -> list[str]:
+        out = []
+        for manager, seen in self.rows.values():
+            offered, counted = sum(n for _, n in seen.values()), manager.stats().num_queries
+            if counted != offered:
+                out.append(f"stats say {counted} prefix-cache queries; the {len(seen)} rows "
+                           f"seen offered {offered} full blocks")
+        return out
+
+
 class RowCostCheck:
     """Measure the path's row cost once (on caches of its own, as serve does), then
     ``check(scheduler, step)`` after each step."""
 
     def __init__(self, model, scheduler_class: type[Scheduler]):
         self.cost: RowCost = measure_row_cost(model, scheduler_class(model).caches)
+        self.queries = QueryLedger()
         self.checked = 0  # steps checked
 
     def check(self, scheduler: Scheduler, step: int) -> None:
@@ -139,7 +173,9 @@ class RowCostCheck:
                                   f"the decode batch ({'; '.join(wrong)}): later rows with "
                                   "the same prompt recompute them")
         live = paged + [c for c in leaves(scheduler.prompt.caches) if isinstance(c, PagedKV)]
-        wrong = pool_mismatch(live) if live else []
+        self.queries.note(scheduler)
+        # every layer's manager counts the same rows: one line per distinct complaint
+        wrong = list(dict.fromkeys((pool_mismatch(live) if live else []) + self.queries.mismatch()))
         if wrong:
             raise RowCostMismatch(f"after step {step} the KV pool's statistics are wrong "
                                   f"({'; '.join(wrong)}): serve's metrics report them")

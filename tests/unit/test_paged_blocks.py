@@ -1,4 +1,4 @@
-"""The paged path's block manager: tables, reference counts, hashes, copy-on-write, LRU.
+"""The paged path's block manager: tables, reference counts, hashes, the shared-block refusal, LRU.
 
 Pure bookkeeping (no model, no arrays): every assertion is an exact value.
 """
@@ -19,9 +19,9 @@ def _refs(m: BlockManager) -> list[int]:
 def test_rows_grow_block_by_block_with_no_padding():
     m = BlockManager(block_size=4, num_blocks=6)
     a, b = BlockTable(), BlockTable()
-    assert m.append(a, [None] * 5).slots == [4, 5, 6, 7, 8]  # block 1, then block 2
-    assert m.append(b, [None]).slots == [12]  # block 3: a one-token row holds one block
-    assert m.append(a, [None] * 4).slots == [9, 10, 11, 16]  # fills block 2, opens 4
+    assert m.append(a, [None] * 5) == [4, 5, 6, 7, 8]  # block 1, then block 2
+    assert m.append(b, [None]) == [12]  # block 3: a one-token row holds one block
+    assert m.append(a, [None] * 4) == [9, 10, 11, 16]  # fills block 2, opens 4
     assert (a.blocks, a.num_tokens, b.blocks) == ([1, 2, 4], 9, [3])
     assert _refs(m) == [0, 1, 1, 1, 1, 0, 0]
     assert a.slot(8, 4) == 16
@@ -120,16 +120,19 @@ def test_right_padding_truncated_then_the_block_seals():
     assert (t.num_sealed, m.blocks[1].ids) == (1, (1, 2))
 
 
-def test_copy_on_write_of_a_shared_partial_block():
+def test_a_write_into_a_partial_block_two_rows_read_is_refused():
+    # no flow makes one (split_rows filters both sides of its fork before either writes;
+    # shared prefix blocks are full): a refusal, not a silent write into another row
     m = BlockManager(block_size=4, num_blocks=8)
     a = BlockTable()
     m.append(a, [1, 2])
     b = m.fork(a)
     assert _refs(m)[1] == 2
-    out = m.append(b, [3])
-    assert (out.copies, b.blocks, a.blocks, out.slots) == ([(1, 2)], [2], [1], [10])
-    assert _refs(m)[1:3] == [1, 1]
-    assert m.append(a, [4]).copies == []  # a owns block 1 alone now
+    with pytest.raises(ValueError, match="block 1 is read by 2 rows"):
+        m.append(b, [3])
+    assert (b.blocks, b.num_tokens, _refs(m)[1]) == ([1], 2, 2)  # nothing changed
+    m.release(b)
+    assert m.append(a, [4]) == [6]  # a reads block 1 alone again
 
 
 def test_writing_into_a_trimmed_cached_block_forgets_its_hash():
@@ -139,7 +142,7 @@ def test_writing_into_a_trimmed_cached_block_forgets_its_hash():
     m.seal(t)
     h = m.blocks[1].hash
     m.truncate(t, 1)
-    assert m.append(t, [7]).copies == []
+    assert m.append(t, [7]) == [3]
     assert (m.blocks[1].hash, h in m.hash_to_block) == (None, False)
 
 

@@ -27,6 +27,31 @@ def test_the_oracle_loop_equals_mlx_lm_generate_step():
         assert all(mx.array_equal(a, b).item() for (_, a), (_, b) in zip(ours, theirs))
 
 
+def test_a_row_parked_while_queued_is_replayed_afresh_on_its_resume_ids():
+    """Round 6: B (completion batch 1, A decoding) is parked before it was admitted, so
+    BatchGenerator hands back empty caches (0 ids held); the quantized oracle's B is then
+    exactly mlx-lm's generate_step over B's resume ids alone, bits included."""
+    from batchlab.cells.select import select
+    from batchlab.cells.spec import load_matrix
+    from batchlab.oracle.batch import run_batch_oracle
+    from batchlab.oracle.quantized_serial import run_quantized_oracle
+    from batchlab.trajectory import digest
+
+    [cell] = select(load_matrix("matrices/default.toml"),
+                    "kv8/llama-hd64/B2/explicit/park-queued/ctx-explicit/steps3_pb1_cb1", None)
+    loaded = load("llama-hd64")
+    held: dict[str, int] = {}
+    run_batch_oracle(cell, loaded.model, loaded.dtype, held=held)
+    assert held == {"B": 0}
+    plan = PATHS["kv8"].kv_scheme.plan(loaded.model)
+    got = run_quantized_oracle(cell, loaded.model, loaded.dtype, plan, keep_values=True)
+    [b] = [r for r in cell.rows if r.name == "B"]
+    alone = mlx_lm_steps(loaded.model, b.resume, 3, plan[0], cell.schedule.prefill_step_size)
+    assert [s.token for s in got.rows["B"]] == [t for t, _ in alone]
+    assert [s.digest for s in got.rows["B"]] == [digest(lp) for _, lp in alone]
+    assert [s.step for s in got.rows["B"]] == [6, 7, 8]
+
+
 def test_kv_paths_refuse_head_dims_that_do_not_split_into_groups():
     with pytest.raises(Unsupported, match="head dim 16 is not a multiple of the kv group size 64"):
         resolve_path("kv8", load("llama").model)
@@ -84,7 +109,7 @@ def test_kv_flags_name_a_registered_path():
 
     assert kv_path_for(8) == "kv8" and kv_path_for(4, 32) == "kv4-g32"
     name = kv_path_for(4, 64, 5000)
-    assert name == "kv4-g64-s5000" and PATHS[name].kv_scheme.start == 5000
+    assert name == "kv4-s5000" and PATHS[name].kv_scheme.start == 5000
     assert kv_path_for(4, 64, 5000) == name
     with pytest.raises(ValueError, match="choose from"):
         kv_path_for(4, 16)

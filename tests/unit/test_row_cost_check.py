@@ -74,6 +74,19 @@ def test_leaked_blocks_fail_the_pool_check_with_exact_figures():
         run_cell(cell, keep_values=False)
 
 
+def test_prefix_queries_are_counted_from_the_rows_sealed_blocks():
+    """Round 6: A seals S's 2 blocks (2 queries, misses), B starts on both (2 hits), C on
+    the first (1 hit): 5 queries. A lookup that counts what it finds adds B's 2 and C's 1;
+    mutant share_prefix__mutmut_34 (+2 a shared block) adds 3 too."""
+    [cell] = select(load_matrix("matrices/default.toml"),
+                    "paged/llama/B3/explicit/row-cost-prefix/ctx-explicit/steps5", None)
+    run_cell(cell, keep_values=False)  # the engine as it is: passes every step
+    with applied(cost_bugs.prefix_lookup_counts_queries()), pytest.raises(
+            RowCostMismatch, match=r"after step 2 .*\(stats say 8 prefix-cache queries; "
+                                   r"the 3 rows seen offered 5 full blocks\)"):
+        run_cell(cell, keep_values=False)
+
+
 def test_accounting_bugs_reach_only_the_in_process_subject():
     from batchlab.selftest.catalog import CATALOG
     from batchlab.selftest.modes import InProcessMode
@@ -81,7 +94,8 @@ def test_accounting_bugs_reach_only_the_in_process_subject():
 
     accounting = sorted(b.name for b in CATALOG if b.kind == "accounting")
     assert accounting == ["paged-filter-leaks-blocks", "paged-rowcost-rings-per-row",
-                          "rowcost-rings-by-live-lengths", "rowcost-state-per-token"]
+                          "prefix-lookup-counts-queries", "rowcost-rings-by-live-lengths",
+                          "rowcost-state-per-token"]
     assert not set(accounting) & set(plays("batchlab"))
     bug = next(b for b in CATALOG if b.name == accounting[0])
     assert InProcessMode("batchlab").skip(bug) is None

@@ -60,18 +60,45 @@ def _kv_path(name: str, scheme: KVScheme) -> EnginePath:
                       refuses=refuses_quantized(scheme), kv_scheme=scheme)
 
 
-PATHS = {
+def kv_path_name(bits: int, group_size: int = 64, start: int = 0) -> str:
+    """``kv<bits>``, closed by the settings off mlx-lm's defaults (group 64, start 0):
+    kv8, kv4-g32, kv8-s8, kv4-g32-s8."""
+    return (f"kv{bits}" + (f"-g{group_size}" if group_size != 64 else "")
+            + (f"-s{start}" if start else ""))
+
+
+PATHS: dict[str, EnginePath] = {
     "l1": EnginePath(name="l1", scheduler=Scheduler),
     "fast": EnginePath(name="fast", scheduler=FastScheduler),
     "compiled": EnginePath(name="compiled", scheduler=CompiledScheduler,
                            refuses=unsupported_reason),
-    "kv8": _kv_path("kv8", KVScheme(bits=8)),
-    "kv4": _kv_path("kv4", KVScheme(bits=4)),
+}
+
+
+def kv_path_for(bits: int, group_size: int = 64, start: int = 0) -> str:
+    """The name of the quantized-KV path with these settings (mlx-lm's ``--kv-bits``,
+    ``--kv-group-size``, ``--quantized-kv-start``), registered as ``kv_path_name``'s
+    name when no entry has them yet. Raises ValueError for settings mx.quantize lacks.
+    The matrix's uniform kv paths are registered here too, so the gate runs the paths
+    serve's flags pick, built by the same code."""
+    scheme = KVScheme(bits=bits, group_size=group_size, start=start)
+    for name, path in PATHS.items():
+        if path.kv_scheme == scheme:  # one way: serve
+            return name
+    from batchlab.engine.paths.quantized.kv import KVQuant
+
+    KVQuant(bits=bits, group_size=group_size, start=start)  # validates, says what to choose
+    name = kv_path_name(bits, group_size, start)
+    PATHS[name] = _kv_path(name, scheme)
+    return name
+
+
+for _bits, _group_size, _start in ((8, 64, 0), (4, 64, 0), (8, 32, 0), (4, 32, 0),
+                                   (8, 64, 8), (4, 64, 8)):
+    kv_path_for(_bits, _group_size, _start)  # kv8 kv4 kv8-g32 kv4-g32 kv8-s8 kv4-s8
+
+PATHS.update({
     "kvmix": _kv_path("kvmix", KVScheme(bits=4, high_bits=8)),
-    "kv8-g32": _kv_path("kv8-g32", KVScheme(bits=8, group_size=32)),
-    "kv4-g32": _kv_path("kv4-g32", KVScheme(bits=4, group_size=32)),
-    "kv8-s8": _kv_path("kv8-s8", KVScheme(bits=8, start=8)),
-    "kv4-s8": _kv_path("kv4-s8", KVScheme(bits=4, start=8)),
     "kv4h": _kv_path("kv4h", KVScheme(bits=4, rotated=True)),
     "invariant": EnginePath(name="invariant", scheduler=InvariantScheduler),
     "invariant-blocked": EnginePath(name="invariant-blocked",
@@ -80,23 +107,7 @@ PATHS = {
     # on a GPU (matrices/invariant-control.toml)
     "l1-solo": EnginePath(name="l1-solo", scheduler=Scheduler),
     "paged": EnginePath(name="paged", scheduler=PagedScheduler),
-}
-
-
-def kv_path_for(bits: int, group_size: int = 64, start: int = 0) -> str:  # not gated: serve
-    """The name of the quantized-KV path with these settings (mlx-lm's ``--kv-bits``,
-    ``--kv-group-size``, ``--quantized-kv-start``), registered as ``kv<bits>-g<group>-s<start>``
-    when no entry has them yet. Raises ValueError for settings mx.quantize lacks."""
-    scheme = KVScheme(bits=bits, group_size=group_size, start=start)
-    for name, path in PATHS.items():
-        if path.kv_scheme == scheme:
-            return name
-    from batchlab.engine.paths.quantized.kv import KVQuant
-
-    KVQuant(bits=bits, group_size=group_size, start=start)  # validates, says what to choose
-    name = f"kv{bits}-g{group_size}-s{start}"
-    PATHS[name] = _kv_path(name, scheme)
-    return name
+})
 
 
 def resolve_path(name: str, model: nn.Module | None = None, *, model_name: str = "this model",

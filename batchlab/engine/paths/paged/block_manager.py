@@ -1,7 +1,7 @@
 """The block manager: one layer's pool of KV blocks, its free list and its prefix cache.
 
     append(table, ids)   slots for len(ids) new tokens (allocating blocks as the row
-                         grows; a shared partial last block is copied first: ``copies``)
+                         grows; a write into a partial block another row reads is refused)
     seal(table)          hash the row's newly full blocks; a block whose hash and ids
                          are cached already is swapped for the cached one (a prefix hit)
     truncate(table, n)   drop the row's last n tokens (a prefill's right padding, trim)
@@ -30,12 +30,6 @@ DEFAULT_BLOCK_SIZE = 16
 
 class OutOfBlocks(RuntimeError):
     """The pool has no free block left (a fixed ``num_blocks``)."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Appended:
-    slots: list[int]  # the pool row of each new token, in order
-    copies: list[tuple[int, int]]  # (source block, destination block) to copy first
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -111,19 +105,20 @@ class BlockManager:
 
     # -- rows ----------------------------------------------------------------------------
 
-    def append(self, table: BlockTable, ids: Sequence[int | None]) -> Appended:
+    def append(self, table: BlockTable, ids: Sequence[int | None]) -> list[int]:
+        """The pool row (slot) of each of ``len(ids)`` new tokens, in order."""
         bs = self.block_size
         pos = table.num_tokens
-        copies = []
         if pos % bs and ids:
             last = self.blocks[table.blocks[-1]]
-            if last.ref_count > 1:  # copy-on-write: another row reads this block too
-                new = self._allocate()
-                copies.append((last.id, new))
-                self._decref(last.id)
-                table.blocks[-1] = new
+            # No flow writes into a partial block another row reads, so there is no
+            # copy-on-write: ``fork``'s one caller (split_rows' twin) filters both sides
+            # before either writes, and shared blocks (prefix hits) are full.
+            if last.ref_count > 1:  # not gated: misuse
+                raise ValueError(f"block {last.id} is read by {last.ref_count} rows; a row "
+                                 "cannot write into it (release or filter the fork first)")
             # trimmed into (a hashed block is partial only after trim): its content changes
-            elif last.hash is not None:  # one way: protocol
+            if last.hash is not None:  # one way: protocol
                 self._forget(last)
         slots = []
         for p in range(pos, pos + len(ids)):
@@ -132,7 +127,7 @@ class BlockManager:
             slots.append(table.blocks[p // bs] * bs + p % bs)
         table.num_tokens += len(ids)
         table.ids.extend(ids)
-        return Appended(slots=slots, copies=copies)
+        return slots
 
     def seal(self, table: BlockTable) -> None:
         """Hash every newly full block of known ids, in order; take the cached block on a

@@ -43,7 +43,6 @@ class PagedKV(BatchKV):
         # a tuple, not a list: ``caches/split.py``'s twin copies lists; ``__copy__`` forks
         self.rows: tuple[BlockTable, ...] = tuple(BlockTable() for _ in range(len(left_padding)))
         self.pending_ids: tuple[list, ...] | None = None  # ids the next writes feed, per row
-        self.written = False  # whether BatchKV would hold keys (its ``keys is not None``)
 
     def __copy__(self) -> PagedKV:
         """A twin for ``split_rows``: every row's table forked (each block gains a
@@ -81,15 +80,13 @@ class PagedKV(BatchKV):
 
     def update_and_fetch(self, keys: mx.array, values: mx.array) -> tuple[mx.array, mx.array]:
         n = keys.shape[2]
-        appended = [self.manager.append(t, ids) for t, ids in zip(self.rows, self._take_ids(n))]
-        self.pool._fit(keys, values)
-        self.pool.copy_blocks([c for a in appended for c in a.copies])
-        self.pool.write([s for a in appended for s in a.slots], keys, values)
+        slots = [s for t, ids in zip(self.rows, self._take_ids(n))
+                 for s in self.manager.append(t, ids)]
+        self.pool.write(slots, keys, values)
         for t in self.rows:
             self.manager.seal(t)
         self.offset_ints.shift(n)
         self._idx += n
-        self.written = True
         return self.keys_and_values()
 
     def _index(self, rows: Sequence[BlockTable], width: int) -> np.ndarray:
@@ -144,19 +141,17 @@ class PagedKV(BatchKV):
             raise ValueError("finalize() both caches before extend()")
         if other.pool is not self.pool:  # not gated: misuse
             raise ValueError("paged caches of two pools cannot be joined")
-        if self.written or other.written:  # BatchKV's aligned extend: write columns meet
-            idx = max(self._idx, other._idx)
-            self.left_padding = np.concatenate([self.left_padding_host + (idx - self._idx),
-                                                other.left_padding_host + (idx - other._idx)])
-            self._idx = idx
-        else:  # BatchKV with no keys on either side joins the ints alone
-            self.left_padding = np.concatenate([self.left_padding_host,
-                                                other.left_padding_host])
+        # BatchKV's aligned extend: the write columns meet at the larger _idx. (A side
+        # that never wrote has _idx 0 and no padding, so with neither written this is
+        # BatchKV's join of the ints alone.)
+        idx = max(self._idx, other._idx)
+        self.left_padding = np.concatenate([self.left_padding_host + (idx - self._idx),
+                                            other.left_padding_host + (idx - other._idx)])
+        self._idx = idx
         self.offset = np.concatenate([self.offset_host, other.offset_host])
         self.rows = self.rows + other.rows
         other.rows = ()  # the tables moved: ``other`` is dropped by its batch
         self.pending_ids = None
-        self.written = self.written or other.written
 
     def extract(self, idx: int) -> KVCache:
         t = self.rows[idx]
@@ -172,14 +167,12 @@ class PagedKV(BatchKV):
         cache = cls([width - s for s in sizes], pool)
         for t, c, s in zip(cache.rows, caches, sizes):
             if s:
-                slots = pool.manager.append(t, [None] * s).slots
+                slots = pool.manager.append(t, [None] * s)
                 keys, values = c.keys[..., :s, :], c.values[..., :s, :]
-                pool._fit(keys, values)
                 pool.write(slots, keys, values)
         if width:
             cache.offset = cache.offset_host + width
             cache._idx = width
-            cache.written = True
         return cache
 
     def release_all(self) -> None:

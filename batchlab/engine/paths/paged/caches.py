@@ -74,7 +74,6 @@ class PagedCaches(BatchCaches):
             cache.left_padding = width - sizes
             cache.offset = sizes
             cache._idx = width
-            cache.written = width > 0
         return caches
 
     def stats(self) -> BlockStats | None:

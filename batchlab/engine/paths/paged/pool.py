@@ -41,13 +41,6 @@ class LayerPool:
             self.keys = mx.concatenate([self.keys, new_k])
             self.values = mx.concatenate([self.values, new_v])
 
-    def copy_blocks(self, copies: list[tuple[int, int]]) -> None:
-        """Copy-on-write: block ``dst`` gets ``src``'s keys and values."""
-        bs = self.block_size
-        for src, dst in copies:
-            self.keys[dst * bs : (dst + 1) * bs] = self.keys[src * bs : (src + 1) * bs]
-            self.values[dst * bs : (dst + 1) * bs] = self.values[src * bs : (src + 1) * bs]
-
     def write(self, slots: list[int], keys: mx.array, values: mx.array) -> None:
         """``keys`` (B, H, n, D): row b's token t goes to ``slots[b * n + t]``."""
         self._fit(keys, values)
