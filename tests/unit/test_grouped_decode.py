@@ -81,3 +81,8 @@ def test_the_dispatch_sends_fast_decode_calls_to_the_kernel_on_cuda(monkeypatch)
              "causal")  # prefill
     assert calls == [("kernel", 200), ("mlx-lm", 200), ("mlx-lm", 200), ("mlx-lm", 256),
                      ("mlx-lm", 200)]
+
+
+def test_the_staged_layout_needs_a_power_of_two_group():
+    assert [gd.layout_for(g) for g in (1, 2, 4, 8)] == [gd.LAYOUT] * 4
+    assert [gd.layout_for(g) for g in (3, 5, 6)] == ["simple"] * 3

@@ -35,6 +35,7 @@ import functools
 
 import mlx.core as mx
 
+from batchlab.engine.kernels import grouped_decode_staged as staged
 from batchlab.engine.kernels.decode_streams import scale_array
 
 WARPS = 32  # MLX's BN: warps per block, one key stream each
@@ -42,6 +43,7 @@ MAX_KEYS = 255  # from 256 keys MLX may decode through cuDNN (docstring)
 HEAD_DIMS = (64, 96, 128)  # MLX's dispatch_headdim
 DTYPES = (mx.float16, mx.bfloat16, mx.float32)
 MAX_STATE = 16  # query heads x dims a lane owns: 1024 threads leave 64 registers each
+LAYOUT = "staged"  # the kernel's layout where the group allows it (layout_for)
 
 # 1024 threads a block: the registers must fit (64 a thread), so the kernel says so
 # (mx.fast.cuda_kernel writes the signature itself; the header comes just before it).
@@ -177,11 +179,18 @@ _SOURCE = """
 
 
 @functools.cache
-def _kernel():  # not gated: gpu only
+def _kernel(layout: str, shared: int):  # not gated: gpu only
+    source = staged.SOURCE if layout == "staged" else _SOURCE
     return mx.fast.cuda_kernel(
-        name="batchlab_grouped_decode_exact", input_names=["q", "k", "v", "scale"],
-        output_names=["out"], source=_SOURCE, header=_HEADER,
-        ensure_row_contiguous=False)
+        name=f"batchlab_grouped_decode_{layout}", input_names=["q", "k", "v", "scale"],
+        output_names=["out"], source=source, header=_HEADER,
+        ensure_row_contiguous=False, shared_memory=shared)
+
+
+def layout_for(group: int) -> str:
+    """``staged`` (grouped_decode_staged.py) where the group splits a warp evenly into
+    power-of-two lane groups, else ``simple`` (MLX's layout, each head on every lane)."""
+    return LAYOUT if group & (group - 1) == 0 else "simple"
 
 
 def unroll(group: int, dim: int, itemsize: int) -> int:
@@ -218,16 +227,23 @@ def fits(queries: mx.array, keys: mx.array, values: mx.array, mask,  # not gated
 
 
 def grouped_decode_attention(  # not gated: gpu only
-        queries: mx.array, keys: mx.array, values: mx.array, scale: float) -> mx.array:
+        queries: mx.array, keys: mx.array, values: mx.array, scale: float,
+        layout: str | None = None) -> mx.array:
     """softmax(q . K^T * scale) . V for one query per row, bit for bit as
     ``mx.fast.scaled_dot_product_attention`` on CUDA; ``keys`` / ``values``
-    ``(B, H_kv, N, D)`` as the cache served them (a view of its buffer is fine)."""
+    ``(B, H_kv, N, D)`` as the cache served them (a view of its buffer is fine).
+    ``layout`` (``simple`` or ``staged``) overrides ``layout_for``, for the probes."""
     b, n_q, _, dim = queries.shape
     n_kv = keys.shape[1]
     group = n_q // n_kv
-    template = [("T", queries.dtype), ("D", dim), ("G", group),
-                ("U", unroll(group, dim, queries.dtype.size))]
-    return _kernel()(
+    layout = layout or layout_for(group)
+    if layout == "staged":
+        unrolled = staged.SLOTS
+        shared = staged.shared_bytes(dim, queries.dtype.size)
+    else:
+        unrolled, shared = unroll(group, dim, queries.dtype.size), 0
+    template = [("T", queries.dtype), ("D", dim), ("G", group), ("U", unrolled)]
+    return _kernel(layout, shared)(
         inputs=[queries, keys, values, scale_array(scale)], template=template,
         grid=(32 * WARPS, n_kv, b), threadgroup=(32 * WARPS, 1, 1),
         output_shapes=[(b, n_q, 1, dim)], output_dtypes=[queries.dtype])[0]
