@@ -2,14 +2,14 @@
 
 Part ``kernel``: for both of the kernel's layouts (``simple``: MLX's; ``staged``:
 ``grouped_decode_staged.py``), per head shape (the bench's 1B, 8B and 0.6B heads, head
-dim 96, float16, float32, G = 8), batch and key count (across 1..255: the kernel's range), random inputs,
-keys and values a view of a wider buffer as BatchKV serves them, the kernel's output
-against ``mx.fast.scaled_dot_product_attention``'s with ``mx.array_equal``: once with
-the inputs evaluated, once built in the same graph as the attention (a slice update of a
-buffer, then a slice: as the cache serves them), and once with scores spread so far
-apart that ``exp2`` leaves the normal range. ``EXACT OK yes`` when every one is equal.
-Then, for information, the same comparison past the kernel's range (MLX may decode
-through cuDNN from 256 keys) and the time per call against MLX's.
+dim 96, float16, float32, G = 8), batch and key count (across 1..255: the kernel's
+range), random inputs, keys and values a view of a wider buffer as BatchKV serves them,
+the kernel's output against ``mx.fast.scaled_dot_product_attention``'s with
+``mx.array_equal``: once with the inputs evaluated, once built in the same graph as the
+attention (a slice update of a buffer, then a slice: as the cache serves them), and once
+with scores spread so far apart that ``exp2`` leaves the normal range. ``EXACT OK yes``
+when every one is equal. Then, for information, the same comparison past the kernel's
+range (MLX may decode through cuDNN from 256 keys) and the time per call against MLX's.
 
 Part ``fast``: the ``fast`` path's scheduler on bench shapes (real widths, few layers,
 random weights, greedy), equal prompts with rows finishing at different steps and a
