@@ -69,18 +69,25 @@ def test_the_dispatch_sends_fast_decode_calls_to_the_kernel_on_cuda(monkeypatch)
         return q
 
     dispatch = ad.make_dispatch(mlx_lm_helper)
-    q = mx.zeros((2, 32, 1, 128), mx.bfloat16)
-    k = mx.zeros((2, 8, 200, 128), mx.bfloat16)
-    wide = mx.zeros((2, 8, 256, 128), mx.bfloat16)
-    mask = mx.ones((2, 1, 1, 200), mx.bool_)
-    dispatch(q, k, k, GroupedDecodeKV([0, 0]), 0.1, None)
-    dispatch(q, k, k, UnmaskedDecodeKV([0, 0]), 0.1, None)  # GQA=0: MLX's kernel
-    dispatch(q, k, k, GroupedDecodeKV([0, 0]), 0.1, mask)  # a padded row: MLX's
-    dispatch(q, wide, wide, GroupedDecodeKV([0, 0]), 0.1, None)  # cuDNN's
-    dispatch(mx.zeros((2, 32, 3, 128), mx.bfloat16), k, k, GroupedDecodeKV([0, 0]), 0.1,
+    rows = [0] * 16  # 16 rows x 8 KV heads: 128 blocks, MIN_BLOCKS
+    q = mx.zeros((16, 32, 1, 128), mx.bfloat16)
+    k = mx.zeros((16, 8, 200, 128), mx.bfloat16)
+    wide = mx.zeros((16, 8, 256, 128), mx.bfloat16)
+    mask = mx.ones((16, 1, 1, 200), mx.bool_)
+    dispatch(q, k, k, GroupedDecodeKV(rows), 0.1, None)
+    dispatch(q, k, k, UnmaskedDecodeKV(rows), 0.1, None)  # GQA=0: MLX's kernel
+    dispatch(q, k, k, GroupedDecodeKV(rows), 0.1, mask)  # a padded row: MLX's
+    dispatch(q, wide, wide, GroupedDecodeKV(rows), 0.1, None)  # cuDNN's
+    dispatch(q[:15], k[:15], k[:15], GroupedDecodeKV(rows[:15]), 0.1, None)  # 120 blocks
+    dispatch(mx.zeros((16, 32, 3, 128), mx.bfloat16), k, k, GroupedDecodeKV(rows), 0.1,
              "causal")  # prefill
     assert calls == [("kernel", 200), ("mlx-lm", 200), ("mlx-lm", 200), ("mlx-lm", 256),
-                     ("mlx-lm", 200)]
+                     ("mlx-lm", 200), ("mlx-lm", 200)]
+
+
+def test_the_kernel_runs_from_one_block_per_sm():
+    assert not gd.worth_it(1, 8) and not gd.worth_it(15, 8)  # B=1: MLX's 32 blocks win
+    assert gd.worth_it(16, 8) and gd.worth_it(256, 8) and gd.worth_it(128, 1)
 
 
 def test_the_staged_layout_needs_a_power_of_two_group():

@@ -74,7 +74,8 @@ def make_dispatch(original):
                                          sinks)
         if (on_cuda() and queries.shape[2] == 1  # not gated: gpu only
                 and getattr(owner, "groups_decode", False)
-                and grouped_decode.fits(queries, keys, values, mask, sinks)):
+                and grouped_decode.fits(queries, keys, values, mask, sinks)
+                and grouped_decode.worth_it(queries.shape[0], keys.shape[1])):
             return grouped_decode.grouped_decode_attention(queries, keys, values, scale)
         if hasattr(owner, "bits") and on_cuda():  # not gated: gpu only
             return quantized_attention(queries, keys, values, scale, mask, owner.group_size,
