@@ -191,13 +191,13 @@ def _kernel(layout: str, shared: int):  # not gated: gpu only
         ensure_row_contiguous=False, shared_memory=shared)
 
 
-def layout_for(group: int) -> str:
+def layout_for(group: int) -> str:  # not gated: gpu only
     """``staged`` (grouped_decode_staged.py) where the group splits a warp evenly into
     power-of-two lane groups, else ``simple`` (MLX's layout, each head on every lane)."""
     return LAYOUT if group & (group - 1) == 0 else "simple"
 
 
-def unroll(group: int, dim: int, itemsize: int) -> int:
+def unroll(group: int, dim: int, itemsize: int) -> int:  # not gated: gpu only
     """Keys a warp loads ahead: the most that compile without spilling at 64 registers
     (nvcc 13.0, sm_90a, every head dim and group ``fits`` takes, float32 and bf16)."""
     state = group * (dim // 32)  # query and output floats a lane holds per stream
@@ -230,7 +230,7 @@ def fits(queries: mx.array, keys: mx.array, values: mx.array, mask,  # not gated
     return keys.shape[0] == b and values.shape[1] == n_kv
 
 
-def worth_it(rows: int, kv_heads: int) -> bool:
+def worth_it(rows: int, kv_heads: int) -> bool:  # not gated: gpu only
     """Whether the kernel's ``rows x kv_heads`` blocks fill the device (``MIN_BLOCKS``)."""
     return rows * kv_heads >= MIN_BLOCKS
 

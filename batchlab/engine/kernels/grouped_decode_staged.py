@@ -172,6 +172,6 @@ SOURCE = """
 """
 
 
-def shared_bytes(dim: int, itemsize: int) -> int:
+def shared_bytes(dim: int, itemsize: int) -> int:  # not gated: gpu only
     """The dynamic shared memory of a block: 32 warps x ``SLOTS`` keys and values."""
     return 32 * SLOTS * 2 * dim * itemsize
