@@ -26,7 +26,15 @@ Every operation is spelled as an intrinsic (``__fmaf_rn``, ``__fmul_rn``, ...), 
 compiler cannot contract or reorder it. Only calls MLX sends to that kernel come here
 (``fits``): one query, no mask, no sinks, head dim 64, 96 or 128, fewer than 256 keys
 (from 256 keys MLX decodes through cuDNN when the keys are a slice of a cache grown in
-steps of 256, as BatchKV's are; past 1024 it runs a two-pass kernel).
+steps of 256, as BatchKV's are; past 1024 it runs a two-pass kernel), and of those only
+calls of at least ``MIN_BLOCKS`` blocks (``worth_it``: same bits, speed alone).
+
+Two layouts of that arithmetic: ``simple`` (this file: MLX's lanes, each query head of
+the group on the whole warp) and ``staged`` (``grouped_decode_staged.py``: a lane group
+per query head, loads through ``cp.async``), the default where the group is a power of
+two. Both matched MLX on the H200 (tools/h200/gqa_exact_probe.py,
+reports/bench/cuda-sm90/issue28-465ce3b/); their fallbacks for keys and values that are
+not 16-byte aligned (never the case for BatchKV's slices) did not run there.
 """
 
 from __future__ import annotations
