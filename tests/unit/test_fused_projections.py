@@ -84,8 +84,10 @@ def test_fast_fuses_only_when_switched_on_on_cuda_and_from_64_rows(monkeypatch):
     fast.FastScheduler(model)  # the CPU: nothing fused, no kernel
     assert type(model.model.layers[0].self_attn.q_proj) is nn.Linear
     monkeypatch.setattr(fast, "on_cuda", lambda: True)
-    fast.FastScheduler(model)  # CUDA, nothing switched on: neither (no gate has passed them)
-    assert type(model.model.layers[0].self_attn.q_proj) is nn.Linear
+    scheduler = fast.FastScheduler(model)  # CUDA, nothing set: the kernel (MLX's bits), no
+    assert type(model.model.layers[0].self_attn.q_proj) is nn.Linear  # fusion (not gated)
+    assert scheduler.caches.kv_class is fast.GroupedDecodeKV
+    monkeypatch.setenv("BATCHLAB_FAST_GQA", "0")
     monkeypatch.setenv("BATCHLAB_FAST_FUSE", "1")
     scheduler = fast.FastScheduler(model)
     assert type(model.model.layers[0].self_attn.q_proj) is FusedMemberLinear

@@ -1,4 +1,7 @@
-"""Issue 28, item 3: the grouped decode kernel (engine/kernels/grouped_decode.py) on the H200.
+"""Issue 28, item 3: the round-4 grouped decode kernel (engine/kernels/grouped_decode.py at
+59cea15) on the H200. That kernel (its own summation order, masks, chunks) was replaced
+in h200e by one that reproduces MLX's bits (tools/h200/gqa_exact_probe.py); this probe
+runs against the round-4 code only (check out 59cea15 to rerun it).
 
 Per shape: random inputs in the model dtype, keys and values a view of a wider buffer
 (as BatchKV serves them), optionally a bool mask with random left padding. Error: max

@@ -12,8 +12,8 @@ another computation than that helper's on some backends:
   ``quantized_matmul`` calls are refused there: ``quantized_attention.py``, whose decode
   kernel reads the owner cache's packed words);
 - the fast path's decode on CUDA, for caches that ``groups_decode``: one read of each KV
-  head for its query group (``grouped_decode.py``) where MLX's fused kernel reads it once
-  per query head; calls the kernel does not take go to mlx-lm's helper.
+  head for its query group (``grouped_decode.py``, MLX's bits) where MLX's fused kernel
+  reads it once per query head; calls the kernel does not take go to mlx-lm's helper.
 
 ``install_dispatch`` replaces the helper in the loaded ``mlx_lm.models`` modules with
 ``dispatch``, which sends those calls to the engine and every other call, unchanged, to
@@ -74,8 +74,9 @@ def make_dispatch(original):
                                          sinks)
         if (on_cuda() and queries.shape[2] == 1  # not gated: gpu only
                 and getattr(owner, "groups_decode", False)
-                and grouped_decode.fits(queries, keys, values, mask, sinks)):
-            return grouped_decode.grouped_decode_attention(queries, keys, values, scale, mask)
+                and grouped_decode.fits(queries, keys, values, mask, sinks)
+                and grouped_decode.worth_it(queries.shape[0], keys.shape[1])):
+            return grouped_decode.grouped_decode_attention(queries, keys, values, scale)
         if hasattr(owner, "bits") and on_cuda():  # not gated: gpu only
             return quantized_attention(queries, keys, values, scale, mask, owner.group_size,
                                        owner.bits, sinks, owner)

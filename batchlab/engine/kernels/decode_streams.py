@@ -1,6 +1,7 @@
 """What the decode-attention kernels that split a block's keys over streams share
-(``quantized_decode.py``, ``grouped_decode.py``): a block per (row, KV head, chunk of
-keys), each stream keeping an online softmax per query head of the group.
+(``quantized_decode.py``; ``grouped_decode.py`` takes only ``scale_array``, since it
+merges its streams MLX's way): a block per (row, KV head, chunk of keys), each stream
+keeping an online softmax per query head of the group.
 
 - ``merge_streams``: the CUDA text that merges the block's streams in shared memory,
   leaving, per (query head ``j`` of the group, dim ``d``), the chunk's max ``big``, sum

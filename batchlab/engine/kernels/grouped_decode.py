@@ -1,248 +1,266 @@
-"""Decode attention that reads each KV head once for its query group (CUDA, ``fast``).
+"""Decode attention that reads each KV head once for its query group, with MLX's bits
+(CUDA, ``fast``).
 
-MLX's fused decode attention (``sdpa_vector``) on CUDA reads a KV head's keys and values
-once per *query* head: under GQA most of a large-B decode step's attention time
-(docs/performance.md, issue 28's per-kernel profile). Here:
+MLX's fused decode attention on CUDA (``kernel_sdpav_1pass`` in
+``mlx/backend/cuda/scaled_dot_product_attention.cu``, mlx 0.32.4) runs a block of 32
+warps per *query* head, so under GQA each KV head's keys and values are read once per
+query head: most of a large-B decode step's attention time (docs/performance.md). This
+kernel runs a block per (row, KV head) that loads each key and value once and puts every
+query head of the group through exactly the float operations MLX's kernel performs for
+it, in the same order (read off the sm_90a machine code of the wheel's kernel), so its
+output equals ``mx.fast.scaled_dot_product_attention``'s bit for bit:
 
-- a block per (row, KV head, chunk of keys) serves the group's ``G`` query heads, so
-  each key and value is read from memory once;
-- ``L = D / VPL`` lanes share a key, each owning ``VPL`` consecutive dims (one 8- or
-  16-byte load); a warp holds ``32 / L`` key streams;
-- each stream issues the loads of ``U`` keys and values in one straight line before it
-  uses any (``2 U`` loads in flight a lane, kept packed in registers), then folds the
-  ``U`` scores into one online-softmax update per query head;
-- the streams of a block are combined in shared memory (``decode_streams.py``, shared
-  with the quantized decode kernel); with one chunk the block writes the output,
-  otherwise a second launch (``quantized_decode.combine_chunks``) combines the chunks
-  in order.
+- the query is ``scale * log2(e)`` (that product in double, rounded to float) times
+  each element; warp ``w`` of 32 takes keys ``w, w + 32, ...`` in order, lane ``l`` dims
+  ``vpt * l .. vpt * l + vpt - 1`` (``vpt = D / 32``);
+- a key's score is ``fma(q_i, k_i, s)`` over the lane's dims from 0, then a butterfly
+  sum over the warp (xor 16, 8, 4, 2, 1); per key ``m' = max(m, s)``,
+  ``f = exp2(m - m')``, ``e = exp2(s - m')``, ``l = fma(f, l, e)``,
+  ``o_i = fma(f, o_i, e * v_i)`` (``exp2`` is ``ex2.approx.f32``), from ``m`` = the
+  lowest finite float, ``l = o = 0``;
+- the 32 warps merge through shared memory: a butterfly max of ``m``, per warp
+  ``f = exp2(m - M)``, butterfly sums of ``l * f`` and of ``o * f`` over the warps,
+  times ``__frcp_rn`` of the first (0 where it is 0), rounded to the model dtype.
 
-Scores, softmax and sums are float32, the output the model dtype. Not MLX's kernel bit
-for bit (another summation order), so only ``fast`` uses it, on CUDA, where that path is
-already judged by KL against the oracle; l1 and the CPU never run it.
+Every operation is spelled as an intrinsic (``__fmaf_rn``, ``__fmul_rn``, ...), so the
+compiler cannot contract or reorder it. Only calls MLX sends to that kernel come here
+(``fits``): one query, no mask, no sinks, head dim 64, 96 or 128, fewer than 256 keys
+(from 256 keys MLX decodes through cuDNN when the keys are a slice of a cache grown in
+steps of 256, as BatchKV's are; past 1024 it runs a two-pass kernel), and of those only
+calls of at least ``MIN_BLOCKS`` blocks (``worth_it``: same bits, speed alone).
+
+Two layouts of that arithmetic: ``simple`` (this file: MLX's lanes, each query head of
+the group on the whole warp) and ``staged`` (``grouped_decode_staged.py``: a lane group
+per query head, loads through ``cp.async``), the default where the group is a power of
+two. Both matched MLX on the H200 (tools/h200/gqa_exact_probe.py,
+reports/bench/cuda-sm90/issue28-465ce3b/); their fallbacks for keys and values that are
+not 16-byte aligned (never the case for BatchKV's slices) did not run there.
 """
 
 from __future__ import annotations
 
 import functools
-import math
 
 import mlx.core as mx
 
-from batchlab.engine.kernels.decode_streams import (
-    NEG_INF_HEADER,
-    WRITE_PARTIAL,
-    merge_streams,
-    no_mask,
-    scale_array,
-)
-from batchlab.engine.kernels.quantized_decode import combine_chunks
+from batchlab.engine.kernels import grouped_decode_staged as staged
+from batchlab.engine.kernels.decode_streams import scale_array
 
-WARPS = 4
-UNROLL = 8  # keys a stream loads before it uses them
-MAX_SHARED_FLOATS = 8192  # the streams' partials (32 KB): streams x G x D floats
-TARGET_BLOCKS = 2048  # ~16 resident blocks per SM on the H200's 132
-MAX_KEYS = 1024  # past it MLX runs its two-pass kernel, at the bandwidth: leave it that
-MIN_CHUNK = 256  # B=1 at a few hundred keys: one launch, no combine
+WARPS = 32  # MLX's BN: warps per block, one key stream each
+MAX_KEYS = 255  # from 256 keys MLX may decode through cuDNN (docstring)
+HEAD_DIMS = (64, 96, 128)  # MLX's dispatch_headdim
+DTYPES = (mx.float16, mx.bfloat16, mx.float32)
+MAX_STATE = 16  # query heads x dims a lane owns: 1024 threads leave 64 registers each
+LAYOUT = "staged"  # the kernel's layout where the group allows it (layout_for)
+# Below one block per SM (132 on the H200) MLX's kernel, with G times as many blocks,
+# is the faster of the two (B=1: 13 us a call against 23; B=64: 85 against 76); the bits
+# are the same either way, so this is speed alone.
+MIN_BLOCKS = 128
 
-_STREAMS = """
-    constexpr int L = D / VPL;              // lanes per key
-    constexpr int S = 32 / L;               // key streams per warp
-    constexpr int NST = NW * S;             // key streams per block
-    struct alignas(sizeof(T) * VPL) Vec { T v[VPL]; };
-    const int c = blockIdx.x;
-    const int g = blockIdx.y;
-    const int b = blockIdx.z;
+# 1024 threads a block: the registers must fit (64 a thread), so the kernel says so
+# (mx.fast.cuda_kernel writes the signature itself; the header comes just before it).
+_HEADER = """
+#undef __global__
+#define __global__ __location__(global) __launch_bounds__(1024)
+__device__ __forceinline__ float ex2_approx(float x) {
+    float y;
+    asm("ex2.approx.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+__device__ __forceinline__ float warp_sum(float x) {
+    for (int off = 16; off > 0; off >>= 1) x = __fadd_rn(x, __shfl_xor_sync(0xffffffffu, x, off));
+    return x;
+}
+__device__ __forceinline__ float warp_max(float x) {  // cg::greater, NaN and -0 included
+    for (int off = 16; off > 0; off >>= 1) {
+        const float y = __shfl_xor_sync(0xffffffffu, x, off);
+        x = (x < y) ? y : x;
+    }
+    return x;
+}
+"""
+
+_SOURCE = """
+    constexpr int VPT = D / 32;
+    constexpr int VB = VPT * sizeof(T);
+    constexpr int VA = (VB & -VB) > 16 ? 16 : (VB & -VB);  // VPT = 3: 6 or 12 bytes
+    struct alignas(VA) Vec { T v[VPT]; };
     const int lane = threadIdx.x & 31;
     const int warp = threadIdx.x >> 5;
-    const int sub = lane / L;
-    const int wl = lane % L;
-    const int st = warp * S + sub;
+    const int g = blockIdx.y;
+    const int b = blockIdx.z;
     const int n_q_heads = q_shape[1];
-    const int n_chunks = gridDim.x;
-    const int width = k_shape[2];
-    const int chunk = (width + n_chunks - 1) / n_chunks;
-    const int start = c * chunk;
-    const int end = min(width, start + chunk);
-    const float sc = scale[0];
-    // vector loads need unit-stride dims and rows that keep the vector's alignment
+    const int keys = k_shape[2];
+    // MLX: params.scale * M_LOG2E, a float times a double literal
+    const float scale_log2 = static_cast<float>(static_cast<double>(scale[0]) * 1.4426950408889634);
     const bool vec = k_strides[3] == 1 && v_strides[3] == 1
-        && k_strides[2] % VPL == 0 && v_strides[2] % VPL == 0
-        && k_strides[1] % VPL == 0 && v_strides[1] % VPL == 0
-        && k_strides[0] % VPL == 0 && v_strides[0] % VPL == 0;
+        && (k_strides[2] % VPT) == 0 && (v_strides[2] % VPT) == 0
+        && (k_strides[1] % VPT) == 0 && (v_strides[1] % VPT) == 0
+        && (k_strides[0] % VPT) == 0 && (v_strides[0] % VPT) == 0;
 
-    float qv[G][VPL];
-    float acc[G][VPL];
+    float qv[G][VPT];
+    float o[G][VPT];
     float m[G];
     float l[G];
+#pragma unroll
     for (int j = 0; j < G; ++j) {
         const T* qp = q + b * q_strides[0] + (g * G + j) * q_strides[1];
-        for (int i = 0; i < VPL; ++i) {
-            qv[j][i] = static_cast<float>(qp[(wl * VPL + i) * q_strides[3]]) * sc;
-            acc[j][i] = 0.0f;
+#pragma unroll
+        for (int i = 0; i < VPT; ++i) {
+            const float x = static_cast<float>(qp[(VPT * lane + i) * q_strides[3]]);
+            qv[j][i] = __fmul_rn(scale_log2, x);
+            o[j][i] = 0.0f;
         }
-        m[j] = NEG_INF;
+        m[j] = -3.40282347e+38f;  // Limits<float>::finite_min()
         l[j] = 0.0f;
     }
     const T* kb = k + b * k_strides[0] + g * k_strides[1];
     const T* vb = v + b * v_strides[0] + g * v_strides[1];
-    // uniform over the block: every lane reaches the shuffles; a key past the chunk or
-    // masked adds nothing
-    for (int base = start; base < end; base += NST * U) {
-        // every load first, unconditional and in one straight line (rows past the chunk
-        // read its last row and are dropped by ok[]): a load behind a branch, used
-        // right after, waits out its latency before the next one is issued
+    for (int base = warp; base < keys; base += 32 * U) {
+        // the loads of U keys first (a key past the end reads the last one, unused):
+        // where the loads sit changes no arithmetic
         Vec kk[U];
         Vec vv[U];
-        bool ok[U];
-        if (vec) {
 #pragma unroll
-            for (int u = 0; u < U; ++u) {
-                const int rc = min(base + st * U + u, end - 1);
-                kk[u] = *reinterpret_cast<const Vec*>(kb + rc * k_strides[2] + wl * VPL);
-                vv[u] = *reinterpret_cast<const Vec*>(vb + rc * v_strides[2] + wl * VPL);
-            }
-        } else {
-#pragma unroll
-            for (int u = 0; u < U; ++u) {
-                const int rc = min(base + st * U + u, end - 1);
-                for (int i = 0; i < VPL; ++i) {
-                    const int d = wl * VPL + i;
-                    kk[u].v[i] = kb[rc * k_strides[2] + d * k_strides[3]];
-                    vv[u].v[i] = vb[rc * v_strides[2] + d * v_strides[3]];
+        for (int u = 0; u < U; ++u) {
+            const int r = min(base + 32 * u, keys - 1);
+            if (vec) {
+                kk[u] = *reinterpret_cast<const Vec*>(kb + r * k_strides[2] + VPT * lane);
+                vv[u] = *reinterpret_cast<const Vec*>(vb + r * v_strides[2] + VPT * lane);
+            } else {
+                for (int i = 0; i < VPT; ++i) {
+                    kk[u].v[i] = kb[r * k_strides[2] + (VPT * lane + i) * k_strides[3]];
+                    vv[u].v[i] = vb[r * v_strides[2] + (VPT * lane + i) * v_strides[3]];
                 }
             }
         }
 #pragma unroll
         for (int u = 0; u < U; ++u) {
-            const int r = base + st * U + u;
-            bool live = r < end;
-            if (HAS_MASK) {
-                const int rc = min(r, end - 1);
-                live = live & mask[b * mask_strides[0] + rc * mask_strides[3]];
-            }
-            ok[u] = live;
-        }
+            if (base + 32 * u >= keys) break;  // uniform over the warp
 #pragma unroll
+            for (int j = 0; j < G; ++j) {
+                float s = __fmaf_rn(qv[j][0], static_cast<float>(kk[u].v[0]), 0.0f);
+#pragma unroll
+                for (int i = 1; i < VPT; ++i) {
+                    s = __fmaf_rn(qv[j][i], static_cast<float>(kk[u].v[i]), s);
+                }
+                s = warp_sum(s);
+                const float mn = fmaxf(m[j], s);
+                const float f = ex2_approx(__fsub_rn(m[j], mn));
+                const float e = ex2_approx(__fsub_rn(s, mn));
+                m[j] = mn;
+                l[j] = __fmaf_rn(f, l[j], e);
+#pragma unroll
+                for (int i = 0; i < VPT; ++i) {
+                    o[j][i] = __fmaf_rn(f, o[j][i], __fmul_rn(e, static_cast<float>(vv[u].v[i])));
+                }
+            }
+        }
+    }
+
+    __shared__ float sm_m[G][32];
+    __shared__ float sm_l[G][32];
+    __shared__ float sm_o[VPT][32][33];
+    if (lane == 0) {
         for (int j = 0; j < G; ++j) {
-            float s[U];
-#pragma unroll
-            for (int u = 0; u < U; ++u) {
-                float d = 0.0f;
-                for (int i = 0; i < VPL; ++i) {
-                    d += qv[j][i] * static_cast<float>(kk[u].v[i]);
-                }
-                // xor offsets below L stay inside this key's L lanes
-                for (int off = L / 2; off > 0; off >>= 1) d += __shfl_xor_sync(0xffffffff, d, off);
-                s[u] = ok[u] ? d : NEG_INF;
-            }
-            float big = m[j];
-            for (int u = 0; u < U; ++u) big = fmaxf(big, s[u]);
-            if (big == NEG_INF) continue;   // nothing seen yet by this stream
-            const float corr = expf(m[j] - big);
-            l[j] *= corr;
-            for (int i = 0; i < VPL; ++i) acc[j][i] *= corr;
-            for (int u = 0; u < U; ++u) {
-                const float p = expf(s[u] - big);
-                l[j] += p;
-                for (int i = 0; i < VPL; ++i) {
-                    acc[j][i] += p * static_cast<float>(vv[u].v[i]);
-                }
-            }
-            m[j] = big;
+            sm_m[j][warp] = m[j];
+            sm_l[j][warp] = l[j];
         }
     }
-"""
-
-_BODY = _STREAMS + merge_streams("VPL")
-
-_WRITE_OUT = """
-        out[(b * n_q_heads + h) * D + d] = static_cast<T>(total > 0.0f ? o / total : 0.0f);
+    __syncthreads();
+#pragma unroll
+    for (int j = 0; j < G; ++j) {
+        const float mine = sm_m[j][lane];
+        const float big = warp_max(mine);
+        const float f = ex2_approx(__fsub_rn(mine, big));
+        float total = warp_sum(__fmul_rn(sm_l[j][lane], f));
+        total = total == 0.0f ? 0.0f : __frcp_rn(total);
+        for (int i = 0; i < VPT; ++i) sm_o[i][lane][warp] = o[j][i];
+        __syncthreads();
+        float res[VPT];
+        for (int i = 0; i < VPT; ++i) {
+            res[i] = __fmul_rn(warp_sum(__fmul_rn(sm_o[i][warp][lane], f)), total);
+        }
+        if (lane == 0) {
+            T* op = out + (b * n_q_heads + g * G + j) * D + VPT * warp;
+            for (int i = 0; i < VPT; ++i) op[i] = static_cast<T>(res[i]);
+        }
+        __syncthreads();
     }
 """
-
-
-_INPUTS = ["q", "k", "v", "mask", "scale"]
 
 
 @functools.cache
-def _kernels():  # not gated: gpu only
-    direct = mx.fast.cuda_kernel(
-        name="batchlab_grouped_decode", input_names=_INPUTS, output_names=["out"],
-        source=_BODY + _WRITE_OUT, header=NEG_INF_HEADER, ensure_row_contiguous=False)
-    partial = mx.fast.cuda_kernel(
-        name="batchlab_grouped_decode_partial", input_names=_INPUTS,
-        output_names=["part_m", "part_l", "part_acc"],
-        source=_BODY + WRITE_PARTIAL, header=NEG_INF_HEADER, ensure_row_contiguous=False)
-    return direct, partial
+def _kernel(layout: str, shared: int):  # not gated: gpu only
+    source = staged.SOURCE if layout == "staged" else _SOURCE
+    return mx.fast.cuda_kernel(
+        name=f"batchlab_grouped_decode_{layout}", input_names=["q", "k", "v", "scale"],
+        output_names=["out"], source=source, header=_HEADER,
+        ensure_row_contiguous=False, shared_memory=shared)
 
 
-def lanes_per_key(dim: int, itemsize: int) -> tuple[int, int]:  # not gated: gpu only
-    """(lanes a key spans, dims a lane loads): 8-byte loads of 16-bit dims up to D 128,
-    16-byte loads beyond that and for float32; (0, 0) where no split fills a warp."""
-    vpl = 4 if itemsize == 4 or dim <= 128 else 8
-    lanes = dim // vpl
-    if dim % vpl or lanes < 1 or lanes > 32 or 32 % lanes:
-        return 0, 0
-    return lanes, vpl
+def layout_for(group: int) -> str:  # not gated: gpu only
+    """``staged`` (grouped_decode_staged.py) where the group splits a warp evenly into
+    power-of-two lane groups, else ``simple`` (MLX's layout, each head on every lane)."""
+    return LAYOUT if group & (group - 1) == 0 else "simple"
+
+
+def unroll(group: int, dim: int, itemsize: int) -> int:  # not gated: gpu only
+    """Keys a warp loads ahead: the most that compile without spilling at 64 registers
+    (nvcc 13.0, sm_90a, every head dim and group ``fits`` takes, float32 and bf16)."""
+    state = group * (dim // 32)  # query and output floats a lane holds per stream
+    if state <= 6 or (state <= 8 and dim == 64):
+        return 4
+    if state <= 8 or (state <= 12 and itemsize == 2):
+        return 2
+    return 1
 
 
 def fits(queries: mx.array, keys: mx.array, values: mx.array, mask,  # not gated: gpu only
          sinks) -> bool:
-    """Whether the kernel takes this call: one query per row over at most ``MAX_KEYS``
-    keys (where MLX runs its one-pass kernel, which reads K and V once per query head),
-    K and V of one head dim that splits over whole lanes, at most 8 query heads per KV
-    head, no sinks, and no mask or a boolean one of one query row over exactly the
-    served keys."""
+    """Whether MLX would run its one-pass vector kernel on this call (so the kernel's
+    output is MLX's) and the group's state fits the registers: one query, no mask, no
+    sinks, one head dim in ``HEAD_DIMS`` for queries, keys and values, one float dtype,
+    1 to ``MAX_KEYS`` keys, whole groups of at most ``MAX_STATE`` head-dims a lane."""
     b, n_q, n, dim = queries.shape
-    n_kv = keys.shape[1]
-    if n != 1 or sinks is not None or keys.shape[-1] != dim or values.shape[-1] != dim:
+    n_kv, width = keys.shape[1], keys.shape[2]
+    if n != 1 or mask is not None or sinks is not None:
         return False
-    if keys.shape[2] > MAX_KEYS:
+    if dim not in HEAD_DIMS or keys.shape[-1] != dim or values.shape[-1] != dim:
         return False
-    if keys.dtype != queries.dtype or values.dtype != queries.dtype:
+    if not 1 <= width <= MAX_KEYS or values.shape[2] != width:
         return False
-    lanes, _ = lanes_per_key(dim, queries.dtype.size)
-    if not lanes or n_q % n_kv or n_q // n_kv > 8:
+    if queries.dtype not in DTYPES or keys.dtype != queries.dtype \
+            or values.dtype != queries.dtype:
         return False
-    if WARPS * (32 // lanes) * (n_q // n_kv) * dim > MAX_SHARED_FLOATS:
+    if n_q % n_kv or (n_q // n_kv) * (dim // 32) > MAX_STATE:
         return False
-    if mask is None:
-        return True
-    return (isinstance(mask, mx.array) and mask.dtype == mx.bool_ and mask.ndim == 4
-            and mask.shape[1] == 1 and mask.shape[2] == 1
-            and mask.shape[-1] == keys.shape[2] and mask.shape[0] in (1, b))
+    return keys.shape[0] == b and values.shape[1] == n_kv
 
 
-def num_chunks(rows: int, kv_heads: int, width: int) -> int:  # not gated: gpu only
-    """Chunks of keys per (row, KV head): enough blocks to keep the loads in flight, no
-    chunk under 256 keys (one chunk: no second launch, one op less for the host)."""
-    want = math.ceil(TARGET_BLOCKS / max(1, rows * kv_heads))
-    return max(1, min(want, math.ceil(width / MIN_CHUNK)))
+def worth_it(rows: int, kv_heads: int) -> bool:  # not gated: gpu only
+    """Whether the kernel's ``rows x kv_heads`` blocks fill the device (``MIN_BLOCKS``)."""
+    return rows * kv_heads >= MIN_BLOCKS
 
 
 def grouped_decode_attention(  # not gated: gpu only
         queries: mx.array, keys: mx.array, values: mx.array, scale: float,
-        mask) -> mx.array:
-    """softmax(q . K^T * scale, masked) . V for one query per row; ``keys`` / ``values``
-    ``(B, H_kv, N, D)`` as the cache served them (a view of its buffer is fine)."""
+        layout: str | None = None) -> mx.array:
+    """softmax(q . K^T * scale) . V for one query per row, bit for bit as
+    ``mx.fast.scaled_dot_product_attention`` on CUDA; ``keys`` / ``values``
+    ``(B, H_kv, N, D)`` as the cache served them (a view of its buffer is fine).
+    ``layout`` (``simple`` or ``staged``) overrides ``layout_for``, for the probes."""
     b, n_q, _, dim = queries.shape
-    n_kv, width = keys.shape[1], keys.shape[2]
-    _, vpl = lanes_per_key(dim, queries.dtype.size)
-    n_chunks = num_chunks(b, n_kv, width)
-    has_mask = mask is not None
-    if has_mask and mask.shape[0] != b:
-        mask = mx.broadcast_to(mask, (b, 1, 1, width))
-    direct, partial = _kernels()
-    inputs = [queries, keys, values, mask if has_mask else no_mask(), scale_array(scale)]
-    template = [("T", queries.dtype), ("D", dim), ("VPL", vpl), ("G", n_q // n_kv),
-                ("U", UNROLL), ("NW", WARPS), ("HAS_MASK", has_mask)]
-    grid = (32 * WARPS * n_chunks, n_kv, b)
-    if n_chunks == 1:
-        return direct(inputs=inputs, template=template, grid=grid,
-                      threadgroup=(32 * WARPS, 1, 1), output_shapes=[(b, n_q, 1, dim)],
-                      output_dtypes=[queries.dtype])[0]
-    part_m, part_l, part_acc = partial(
-        inputs=inputs, template=template, grid=grid, threadgroup=(32 * WARPS, 1, 1),
-        output_shapes=[(b, n_q, n_chunks), (b, n_q, n_chunks), (b, n_q, n_chunks, dim)],
-        output_dtypes=[mx.float32, mx.float32, mx.float32])
-    return combine_chunks(part_m, part_l, part_acc, queries.dtype)
+    n_kv = keys.shape[1]
+    group = n_q // n_kv
+    layout = layout or layout_for(group)
+    if layout == "staged":
+        unrolled = staged.SLOTS
+        shared = staged.shared_bytes(dim, queries.dtype.size)
+    else:
+        unrolled, shared = unroll(group, dim, queries.dtype.size), 0
+    template = [("T", queries.dtype), ("D", dim), ("G", group), ("U", unrolled)]
+    return _kernel(layout, shared)(
+        inputs=[queries, keys, values, scale_array(scale)], template=template,
+        grid=(32 * WARPS, n_kv, b), threadgroup=(32 * WARPS, 1, 1),
+        output_shapes=[(b, n_q, 1, dim)], output_dtypes=[queries.dtype])[0]

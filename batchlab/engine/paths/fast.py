@@ -7,19 +7,16 @@ rules out MLX's fused decode attention (several kernels per layer instead of one
 path hands the model ``None`` exactly when the mask would be all True, on every backend
 (l1 does so only on the CPU backend, where it cannot change a bit: ``BatchKV``).
 
-On CUDA it can also decode with two things of its own, both off unless switched on
-(``docs/performance.md``, issue 28), because neither has passed the path's CUDA gate:
+On CUDA it decodes unmasked steps with its own attention kernel, which reads each KV
+head once for its query group (``engine/kernels/grouped_decode.py``) where MLX's reads it
+once per query head, and puts every query head through MLX's kernel's float operations
+in MLX's order, so its output is MLX's bit for bit (``BATCHLAB_FAST_GQA=0`` switches it
+off). ``BATCHLAB_FAST_FUSE=1`` adds one q/k/v GEMM, weights concatenated once
+(``fused_projections.py``), from ``FUSE_MIN_ROWS`` rows (below that the step is bound by
+the host, where one GEMM and three slices are one op more than three GEMMs); a wider GEMM
+rounds otherwise, so it is off by default (docs/performance.md).
 
-- ``BATCHLAB_FAST_GQA=1``: decode attention that reads each KV head once for its query
-  group (``engine/kernels/grouped_decode.py``) instead of once per query head; as close
-  to float32 as MLX's kernel, but it rounds otherwise, and the fast cells of
-  ``matrices/cuda.toml`` then fail the KL gate's same-top-1 bound on bf16 near-ties;
-- ``BATCHLAB_FAST_FUSE=1``: one q/k/v GEMM, weights concatenated once
-  (``fused_projections.py``), from ``FUSE_MIN_ROWS`` rows (below that the step is bound
-  by the host, where one GEMM and three slices are one op more than three GEMMs); no
-  CUDA cell runs fast at that many rows yet.
-
-Masked and unmasked attention, the kernel and the wider GEMMs may round differently,
+Masked and unmasked attention and the wider GEMMs may round differently,
 so this is not l1: the gate is bit-exact against the oracle where
 it stays exact (the CPU backend, which runs none of the CUDA parts) and KL statistics
 against it where it does not (``batchlab.engine.paths.registry``). On a GPU with real
@@ -45,8 +42,8 @@ from batchlab.engine.paths.fused_projections import fuse_projections, fused
 FUSE_MIN_ROWS = 64  # below it the step is bound by the host: see the docstring
 
 
-def _switched_on(name: str) -> bool:  # not gated: gpu only
-    return os.environ.get(name, "0") == "1"
+def _switched_on(name: str, default: str = "0") -> bool:  # not gated: gpu only
+    return os.environ.get(name, default) == "1"
 
 
 class UnmaskedDecodeKV(BatchKV):
@@ -73,7 +70,7 @@ class FastScheduler(Scheduler):
         super().__init__(model, config, sampling, row_sampler)
         self._fuse = False
         if on_cuda():  # not gated: gpu only
-            if _switched_on("BATCHLAB_FAST_GQA"):
+            if _switched_on("BATCHLAB_FAST_GQA", default="1"):
                 install_dispatch()
                 self.caches = BatchCaches(kv_class=GroupedDecodeKV)
             if _switched_on("BATCHLAB_FAST_FUSE"):

@@ -1,0 +1,218 @@
+"""Issue 28, item 3: is the grouped decode kernel MLX's fused decode attention bit for bit?
+
+Part ``kernel``: for both of the kernel's layouts (``simple``: MLX's; ``staged``:
+``grouped_decode_staged.py``), per head shape (the bench's 1B, 8B and 0.6B heads, head
+dim 96, float16, float32, G = 8), batch and key count (across 1..255: the kernel's
+range), random inputs, keys and values a view of a wider buffer as BatchKV serves them,
+the kernel's output against ``mx.fast.scaled_dot_product_attention``'s with
+``mx.array_equal``: once with the inputs evaluated, once built in the same graph as the
+attention (a slice update of a buffer, then a slice: as the cache serves them), and once
+with scores spread so far apart that ``exp2`` leaves the normal range. ``EXACT OK yes``
+when every one is equal. Then, for information, the same comparison past the kernel's
+range (MLX may decode through cuDNN from 256 keys) and the time per call against MLX's.
+
+Part ``fast``: the ``fast`` path's scheduler on bench shapes (real widths, few layers,
+random weights, greedy), equal prompts with rows finishing at different steps and a
+ragged join, once with ``BATCHLAB_FAST_GQA=0`` and once with ``=1``: every emitted token
+and the bytes of every logprobs vector must be equal, and the kernel must have run
+(``FAST SAME yes``).
+
+    PYTHONPATH=/tmp/site:$PWD python3 tools/h200/gqa_exact_probe.py [kernel|fast|all]
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import sys
+import time
+
+import mlx.core as mx
+import numpy as np
+
+from batchlab.engine.kernels import grouped_decode as gd
+
+SDPA = mx.fast.scaled_dot_product_attention
+BF, F16, F32 = mx.bfloat16, mx.float16, mx.float32
+# (name, query heads, KV heads, head dim, dtype, batches)
+HEADS = [
+    ("llama-3.1-8b", 32, 8, 128, BF, (1, 5, 64)),
+    ("llama-3.2-1b", 32, 8, 64, BF, (1, 5, 64)),
+    ("qwen3-0.6b", 16, 8, 128, BF, (1, 5)),
+    ("d96 G4", 16, 4, 96, BF, (3,)),
+    ("d96 G2 f32", 8, 4, 96, F32, (3,)),
+    ("f16 G2", 8, 4, 128, F16, (3,)),
+    ("f32 d64 G1", 4, 4, 64, F32, (3,)),
+    ("f32 d128 G4", 32, 8, 128, F32, (2,)),
+    ("d64 G8", 64, 8, 64, BF, (2,)),
+]
+KEYS = (1, 2, 31, 32, 33, 63, 100, 129, 192, 200, 255)
+
+
+def inputs(b, hq, hkv, dim, dt, keys, width, spread=1.0):
+    q = (mx.random.normal((b, hq, 1, dim)) * spread).astype(dt)
+    kbuf = mx.random.normal((b, hkv, width, dim)).astype(dt)
+    vbuf = mx.random.normal((b, hkv, width, dim)).astype(dt)
+    return q, kbuf, vbuf
+
+
+LAYOUTS = ("simple", "staged")
+
+
+def compare(q, k, v, scale, layout=None) -> tuple[bool, float]:
+    ours = gd.grouped_decode_attention(q, k, v, scale, layout)
+    mlx = SDPA(q, k, v, scale=scale, mask=None)
+    same = mx.array_equal(ours, mlx)
+    diff = mx.abs(ours.astype(F32) - mlx.astype(F32)).max()
+    mx.eval(same, diff)
+    return bool(same.item()), float(diff.item())
+
+
+def in_graph(q, kbuf, vbuf, keys, scale, layout=None):
+    """keys / values written into a zero buffer and sliced, in the attention's graph."""
+    zk, zv = mx.zeros_like(kbuf), mx.zeros_like(vbuf)
+    zk[..., :keys, :] = kbuf[..., :keys, :]
+    zv[..., :keys, :] = vbuf[..., :keys, :]
+    k, v = zk[..., :keys, :], zv[..., :keys, :]
+    ours = gd.grouped_decode_attention(q, k, v, scale, layout)
+    mlx = SDPA(q, k, v, scale=scale, mask=None)
+    same = mx.array_equal(ours, mlx)
+    mx.eval(same)
+    return bool(same.item())
+
+
+def timed(fn, n=24, rounds=7) -> float:
+    mx.eval([fn() for _ in range(4)])
+    mx.synchronize()
+    per = []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        mx.eval([fn() for _ in range(n)])
+        mx.synchronize()
+        per.append((time.perf_counter() - start) / n)
+    return statistics.median(per) * 1e6
+
+
+def kernel_part() -> bool:
+    mx.random.seed(0)
+    ok_all, checked = True, 0
+    for name, hq, hkv, dim, dt, batches in HEADS:
+        scale = dim ** -0.5
+        bad = []
+        for b in batches:
+            for keys in KEYS:
+                q, kbuf, vbuf = inputs(b, hq, hkv, dim, dt, keys, 256)
+                mx.eval(q, kbuf, vbuf)
+                k, v = kbuf[:, :, :keys], vbuf[:, :, :keys]
+                assert gd.fits(q, k, v, None, None), (name, b, keys)
+                qs = (q.astype(F32) * 40).astype(dt)  # scores ~hundreds apart: exp2 underflows
+                for layout in LAYOUTS:
+                    same, diff = compare(q, k, v, scale, layout)
+                    graph = in_graph(q, kbuf, vbuf, keys, scale, layout)
+                    far, _ = compare(qs, k, v, scale, layout)
+                    checked += 3
+                    if not (same and graph and far):
+                        bad.append(f"{layout} B{b}/N{keys}: eval {same} (max diff {diff:.3g}) "
+                                   f"graph {graph} far {far}")
+        ok_all &= not bad
+        print(f"{name:14s} D={dim:3d} G={hq // hkv} {str(dt):14s} B {batches}: "
+              f"{'all equal' if not bad else 'DIFFER ' + '; '.join(bad[:6])}", flush=True)
+    print(f"{checked} comparisons", flush=True)
+    # past the kernel's range, for information: equal where MLX still runs its one-pass
+    # kernel (a buffer not grown in steps of 256), not where it runs cuDNN
+    for keys, width in ((256, 512), (256, 300), (300, 512), (300, 600), (700, 1000),
+                        (1024, 1100)):
+        q, kbuf, vbuf = inputs(4, 32, 8, 128, BF, keys, width)
+        mx.eval(q, kbuf, vbuf)
+        ev, _ = compare(q, kbuf[:, :, :keys], vbuf[:, :, :keys], 128 ** -0.5, "simple")
+        gr = in_graph(q, kbuf, vbuf, keys, 128 ** -0.5, "simple")
+        print(f"info: {keys} keys of a {width}-wide buffer: evaluated inputs equal {ev}, "
+              f"in-graph equal {gr}", flush=True)
+    print(f"EXACT OK {'yes' if ok_all else 'no'}", flush=True)
+    print(f"{'shape':14s} {'B':>4s} {'keys':>5s} {'simple us':>10s} {'staged us':>10s} "
+          f"{'MLX us':>8s} {'MB':>7s} {'GB/s':>6s}", flush=True)
+    for name, hq, hkv, dim, b, keys in (("llama-3.1-8b", 32, 8, 128, 256, 192),
+                                        ("llama-3.1-8b", 32, 8, 128, 64, 192),
+                                        ("llama-3.2-1b", 32, 8, 64, 256, 192),
+                                        ("llama-3.1-8b", 32, 8, 128, 1, 200),
+                                        ("qwen3-0.6b", 16, 8, 128, 1, 200)):
+        q, kbuf, vbuf = inputs(b, hq, hkv, dim, BF, keys, 256)
+        mx.eval(q, kbuf, vbuf)
+        k, v = kbuf[:, :, :keys], vbuf[:, :, :keys]
+        us = [timed(lambda lay=lay: gd.grouped_decode_attention(q, k, v, dim ** -0.5,  # noqa: B023
+                                                               lay)) for lay in LAYOUTS]
+        mlx = timed(lambda: SDPA(q, k, v, scale=dim ** -0.5, mask=None))  # noqa: B023
+        mb = 2 * b * hkv * keys * dim * 2 / 1e6
+        print(f"{name:14s} {b:4d} {keys:5d} {us[0]:10.1f} {us[1]:10.1f} {mlx:8.1f} {mb:7.1f} "
+              f"{mb / min(us) * 1e3:6.0f}", flush=True)
+    return ok_all
+
+
+def run_fast(model, gqa: str, batch: int, plen: int, steps: int, vocab: int):
+    from batchlab.engine.core.batch import Request
+    from batchlab.engine.core.config import ScheduleConfig
+    from batchlab.engine.paths.registry import PATHS
+
+    os.environ["BATCHLAB_FAST_GQA"] = gqa
+    rng = np.random.default_rng([batch, plen])
+    prompts = rng.integers(0, vocab, size=(batch, plen)).tolist()
+    late = rng.integers(0, vocab, size=(plen // 2 + 3,)).tolist()
+    sched = PATHS["fast"].scheduler(
+        model, ScheduleConfig(prefill_batch_size=batch, completion_batch_size=batch + 1))
+    # equal prompts, rows ending at different steps (the batch shrinks, no padding)
+    sched.insert([Request(name=f"r{i}", prompt=tuple(p), max_tokens=max(4, steps - 2 * i))
+                  for i, p in enumerate(prompts)])
+    out, n = [], 0
+    while sched.num_active:
+        for e in sched.step():
+            out.append((e.name, e.token, np.array(e.logprobs.astype(F32)).tobytes()))
+        n += 1
+        if n == steps // 2:  # a ragged join: masked steps from here (MLX's attention)
+            sched.insert([Request(name="late", prompt=tuple(late), max_tokens=8)])
+    return out
+
+
+def fast_part() -> bool:
+    from batchlab.bench.shapes import load_model
+
+    calls = [0]
+    real = gd.grouped_decode_attention
+
+    def counted(*a):
+        calls[0] += 1
+        return real(*a)
+
+    gd.grouped_decode_attention = counted
+    ok_all = True
+    # (16 rows x 8 KV heads: the kernel's MIN_BLOCKS; the first two sessions ran 8, 8, 4
+    # rows, before that threshold)
+    for name, batch, plen, steps in (("llama-3.1-8b@L3", 16, 100, 60),
+                                     ("llama-3.2-1b@L3", 16, 150, 100),
+                                     ("qwen3-0.6b@L3", 16, 20, 40)):
+        loaded = load_model(name)
+        runs = {}
+        for gqa in ("0", "1"):
+            calls[0] = 0
+            runs[gqa] = (run_fast(loaded.model, gqa, batch, plen, steps, loaded.vocab_size),
+                         calls[0])
+        (off, c_off), (on, c_on) = runs["0"], runs["1"]
+        same = len(off) == len(on) and all(a == b for a, b in zip(off, on, strict=True))
+        first = next((i for i, (a, b) in enumerate(zip(off, on, strict=False)) if a != b), None)
+        ok = same and c_on > 0 and c_off == 0
+        ok_all &= ok
+        print(f"fast {name} B={batch} prompt {plen}: {len(on)} emissions, kernel calls "
+              f"{c_on} (off: {c_off}); tokens and logprobs equal: {same}"
+              + ("" if first is None else f" (first difference at emission {first})"),
+              flush=True)
+    print(f"FAST SAME {'yes' if ok_all else 'no'}", flush=True)
+    return ok_all
+
+
+if __name__ == "__main__":
+    what = sys.argv[1] if len(sys.argv) > 1 else "all"
+    ok = True
+    if what in ("kernel", "all"):
+        ok &= kernel_part()
+    if what in ("fast", "all"):
+        ok &= fast_part()
+    sys.exit(0 if ok else 1)
