@@ -51,6 +51,7 @@ HINTS: dict[str, tuple[str, ...]] = {
     "compiled-shapeless-trace": ("compiled/llama/B4/ragged/join-evict/ctx-wrap",),
     "cache-tokens-prefilling-off-by-one": ("/explicit/park-prefilling-lp/",),
     "sample-only-surviving-rows": ("/B4/ragged/join-evict/ctx-short/t1_r1",),
+    "tapconv-model-dtype": ("invariant-blocked/mamba2/", "invariant-blocked/qwen3.5/"),
     "paged-skip-ignores-chunk-count": ("explicit/prefix-share/ctx-explicit/steps10_pb2",),
 }
 
@@ -75,12 +76,13 @@ def run_one(name: str, matrix: str, goldens: str, only: str | None,
     from batchlab.cells.select import select
     from batchlab.cells.spec import load_matrix
     from batchlab.matrix.evaluate import Reference, evaluate_cell
-    from tools.tester3.bugs import BUGS
+    from tools.tester3.bugs import BUGS, EQUIVALENT
 
     cells = select(load_matrix(matrix), only, None)
     ref = Reference(matrix=matrix, goldens=Path(goldens), live=live)
     failed, passed = [], []
-    undo = (lambda: None) if name == "clean" else BUGS[name]()
+    apply = BUGS.get(name) or EQUIVALENT[name][0]
+    undo = (lambda: None) if name == "clean" else apply()
     start, ran = time.perf_counter(), 0
     try:
         for cell in ordered(cells, HINTS.get(name, ())):
