@@ -877,7 +877,7 @@ EQUIVALENT: dict[str, tuple[Callable[[], Undo], str]] = {
         "BatchRing._append's roll of ended rows' right padding runs only inside a "
         "multi-forward prefill() call; the scheduler's calls are one forward each, so the "
         "roll is always 0 (offset - lengths <= 0; instrumented: 87 rolls, 0 nonzero, over "
-        "945 chunked / wrap cells)"),
+        "1126 cells)"),
     "state-advance-skips-lengths": (
         state_advance_skips_lengths,
         "BatchState.lengths is set by prepare and cleared by finalize around each "
@@ -889,8 +889,8 @@ EQUIVALENT: dict[str, tuple[Callable[[], Undo], str]] = {
         "BatchState.left_padding starts at zeros (fresh caches; None after finalize or "
         "a merge with content) and only advance() lowers it: the engine never prepares a "
         "state with left padding, so it is never positive and masks nothing, whichever "
-        "rows' values a filter keeps (instrumented: 0 positive reads over 567 SSM and "
-        "hybrid cells)"),
+        "rows' values a filter keeps (instrumented: 0 positive reads over 1126 cells, "
+        "tools/tester3/instrument_equivalent.py)"),
 }
 
 
