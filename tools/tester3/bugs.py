@@ -883,7 +883,7 @@ EQUIVALENT: dict[str, tuple[Callable[[], Undo], str]] = {
         "BatchState.lengths is set by prepare and cleared by finalize around each "
         "one-forward prefill() call; each layer advances its own cache after its one "
         "use, so a lengths never advanced is never read again (instrumented: 0 reads "
-        "of an advanced lengths over 945 chunked / wrap cells)"),
+        "of an advanced lengths over 1126 cells)"),
     "state-filter-keeps-padding-rows": (
         state_filter_keeps_padding_rows,
         "BatchState.left_padding starts at zeros (fresh caches; None after finalize or "
