@@ -832,6 +832,67 @@ def tapconv_model_dtype() -> Undo:
     return _swap(modules.TapConv1d, "__call__", __call__)
 
 
+def compiled_grows_on_step_boundary() -> Undo:
+    """The compiled decode grows a key buffer when the write column reaches a multiple of
+    the 32-column step (as a buffer built here always is), not when it reaches the
+    buffer's width: a buffer a filter trimmed or a merge built to another width is
+    written past its end."""
+    from batchlab.engine.paths import compiled as c
+
+    def _decode_logprobs(self, inputs, caches):
+        for cc in caches:
+            if cc._idx % cc.step == 0 and cc._idx + 1 > cc.keys.shape[2]:  # BUG
+                cc._grow(cc.keys[..., :1, :], cc.values[..., :1, :])
+        widths = {cc.keys.shape[2] for cc in caches}
+        if len(widths) != 1:
+            raise RuntimeError(f"layer key buffers differ in width ({sorted(widths)})")
+        idx = caches[0]._idx
+        left_padding = caches[0].left_padding
+        buffers = [a for cc in caches for a in (cc.keys, cc.values)]
+        logprobs, *buffers = self._traced_step(inputs, mx.array([idx], mx.int32),
+                                               left_padding, *buffers)
+        for i, cc in enumerate(caches):
+            cc.keys, cc.values = buffers[2 * i], buffers[2 * i + 1]
+            cc._idx += 1
+            cc.offset_ints.shift(1)
+        return logprobs
+
+    return _swap(c.CompiledScheduler, "_decode_logprobs", _decode_logprobs)
+
+
+def paged_extend_keeps_other_tables() -> Undo:
+    """PagedKV.extend takes the joiners' block tables but leaves them on the joiners'
+    cache too (``other.rows = ()`` dropped): when that cache is dropped it releases the
+    blocks the batch now reads, and later rows are handed them."""
+    from batchlab.engine.paths.paged import cache as pc
+
+    clean = vars(pc.PagedKV)["extend"]
+
+    def extend(self, other):
+        rows = other.rows
+        clean(self, other)
+        other.rows = rows  # BUG: the moved tables stay with ``other``
+
+    return _swap(pc.PagedKV, "extend", extend)
+
+
+def own_greedy_row_uses_shared_sampler() -> Undo:
+    """A row whose own settings are greedy gets no sampler of its own ('greedy needs
+    none'), so it takes the batch's shared sampler, which may sample at T > 0."""
+    from batchlab.engine.core.batch import Sequence, make_processors
+
+    def start(cls, request, row_sampler=None):
+        from batchlab.engine.core.sampler import BatchSampler
+        row_sampler = row_sampler or BatchSampler
+        p = request.processors
+        own = request.sampling is not None and not request.sampling.greedy  # BUG
+        return cls(request=request, unprefilled=list(request.prompt[:-1]),
+                   sampler=row_sampler(request.sampling) if own else None,
+                   processors=make_processors(p) if p else [])
+
+    return _swap(Sequence, "start", classmethod(start))
+
+
 BUGS: dict[str, Callable[[], Undo]] = {
     "finish-at-first-rows-budget": finish_at_first_rows_budget,
     "cap-counted-before-finish": cap_counted_before_finish,
@@ -865,6 +926,9 @@ BUGS: dict[str, Callable[[], Undo]] = {
     "paged-skip-ignores-chunk-count": paged_skip_ignores_chunk_count,
     "top-k-one-as-off": top_k_one_as_off,
     "tapconv-model-dtype": tapconv_model_dtype,
+    "compiled-grows-on-step-boundary": compiled_grows_on_step_boundary,
+    "paged-extend-keeps-other-tables": paged_extend_keeps_other_tables,
+    "own-greedy-row-uses-shared-sampler": own_greedy_row_uses_shared_sampler,
 }
 
 # Written, then found equivalent (no cell can tell them apart from the clean engine):
@@ -989,6 +1053,15 @@ REGIME: dict[str, tuple[str, str]] = {
     "tapconv-model-dtype": (
         "invariant-blocked conv stand-in (mamba2, lfm2, qwen3.5, nemotron-h)",
         "TapConv1d: taps summed in the model dtype, not float32"),
+    "compiled-grows-on-step-boundary": (
+        "compiled path: a key buffer of a width not a multiple of 32 (after a trim)",
+        "CompiledScheduler._decode_logprobs: grow only when _idx % 32 == 0"),
+    "paged-extend-keeps-other-tables": (
+        "paged: block tables after extend (ownership of moved tables)",
+        "PagedKV.extend: other.rows = () dropped"),
+    "own-greedy-row-uses-shared-sampler": (
+        "a row greedy by its own setting beside a shared sampler at T > 0",
+        "Sequence.start: no own sampler for a greedy request"),
     "processor-context-capped": (
         "penalty context windows wider than 20 ids",
         "process_rows: context kept to the last 20 ids"),

@@ -86,6 +86,7 @@ def run_one(name: str, matrix: str, goldens: str, only: str | None,
     start, ran = time.perf_counter(), 0
     try:
         for cell in ordered(cells, HINTS.get(name, ())):
+            print(f"CELL {cell.id}", file=sys.stderr, flush=True)  # a crash names its cell
             r = evaluate_cell(cell, ref)
             ran += 1
             status = r.status.value if hasattr(r.status, "value") else str(r.status)
@@ -134,7 +135,13 @@ def main() -> None:
         cmd += ["--live"] * a.live + ["--all"] * a.all
         out = subprocess.run(cmd, capture_output=True, text=True)
         lines = [x for x in out.stdout.splitlines() if x.startswith("{")]
-        res = json.loads(lines[-1]) if lines else {"bug": name, "crash": out.stderr[-800:]}
+        if lines:
+            res = json.loads(lines[-1])
+        else:  # the process died in a cell: the runner's worker reports that cell ERROR
+            at = [x[5:] for x in out.stderr.splitlines() if x.startswith("CELL ")]
+            res = {"bug": name, "caught": bool(at), "cell": at[-1] if at else None,
+                   "status": "ERROR (process crashed)", "cells_run": len(at),
+                   "detail": out.stderr[-300:], "returncode": out.returncode}
         print(json.dumps(res), flush=True)
         if a.out:
             with open(a.out, "a") as f:
