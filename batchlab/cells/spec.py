@@ -35,7 +35,8 @@
                 D = { chat = "What is 2 + 2?" }, E = { corpus = 1200, length = 64 } }
     # a row's table may also say: ids = [...] (instead of length), prefix = 20 or [...]
     # (ids its caches hold when it joins), resume = 3 or [...] (its ids when a 'resume'
-    # event re-inserts it), sampling = {...} and processors = {...} (its own settings)
+    # event re-inserts it), sampling = {...} and processors = {...} (its own settings),
+    # max_tokens = 4 (its own token budget, per insert; default: steps)
     events = ["insert A,B at 0", "insert C at 3", "remove A at 8"]   # also "park A at 4"
                                      # (remove keeping its caches), "resume A at 7"
     steps = 12                       # optional, as are path, context, schedule, sampling
@@ -107,7 +108,8 @@ SWEEP_KEYS = {"models", "batch", "padding", "scripts", "contexts", "paths", "ste
 CELL_KEYS = {"model", "models", "script", "prompts", "events", "steps", "path", "context",
              "schedule", "sampling", "window", "refuse"}
 REFUSE_KEYS = {"at", "expect", "row"}
-ROW_KEYS = {"length", "seed", "ids", "prefix", "resume", "sampling", "processors"}
+ROW_KEYS = {"length", "seed", "ids", "prefix", "resume", "sampling", "processors",
+            "max_tokens"}
 # scripts that run with one row (the others join, evict or wait for a second row)
 ONE_ROW_SCRIPTS = {"static", "park-resume", "prefix-join"}
 
@@ -324,7 +326,10 @@ def _row(model: str, name: str, value, steps: int, where: str) -> Row:
                                  seed)
         return _prompt(model, f"{name}.{key}", v, where)
 
-    return Row(name=name, prompt=prompt, max_tokens=steps, prefix=extra("prefix"),
+    # a row's own token budget (default: the cell's steps), so rows admitted together can
+    # finish on different steps
+    budget = _positive_int(value.get("max_tokens", steps), f"max_tokens of {name!r}", where)
+    return Row(name=name, prompt=prompt, max_tokens=budget, prefix=extra("prefix"),
                resume=extra("resume"),
                sampling=row_sampling_of(value.get("sampling", {}), f"{where} row {name}"),
                processors=processors_of(value.get("processors", {}), f"{where} row {name}"))

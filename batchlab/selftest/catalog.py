@@ -32,6 +32,7 @@ from batchlab.selftest import (
     regime_bugs,
     schedule_bugs,
     subject_bugs,
+    tester3_bugs,
     tester_bugs,
 )
 from batchlab.selftest.inject import Patch
@@ -468,6 +469,21 @@ CATALOG: tuple[SeededBug, ...] = (
          "rule: mlx-lm's make_sampler chain order (top-p, min-p, XTC, top-k; "
          "engine/core/sampler.py); no default cell set min-p and XTC together before the "
          "tester's cells"),
+    # -- the outside tester's third round: its misses, closed (reports/gate/outside-tester-r3/)
+    _bug("finish-at-first-rows-budget", "*/explicit/own-budgets/*",
+         tester3_bugs.finish_at_first_rows_budget,
+         "rule: each row ends at its own max_tokens (BatchGenerator.insert takes a list); "
+         "no default cell gave rows of one batch different budgets before the tester's "
+         "own-budgets cells"),
+    _bug("processor-context-capped", "*/explicit/wide-penalty-context/*",
+         tester3_bugs.processor_context_capped,
+         "rule: a penalty reads its own context size (mlx-lm's make_logits_processors); "
+         "every default processor cell used 20 ids or fewer before the tester's "
+         "wide-penalty-context cells"),
+    _bug("top-k-one-as-off", "*_t1_k1_r6_rs-0+t0.8k1",
+         tester3_bugs.top_k_one_as_off,
+         "rule: make_sampler applies top-k for any top_k > 0 (engine/core/sampler.py); the "
+         "default sampling cells used top-k 5 to 30 before the tester's top-k-1 cells"),
     # -- subjects: an adapter's bookkeeping between an engine and the protocol (issue 25);
     # any subject, in-process or as a peer (`batchlab selftest --engine E`)
     _bug("subject-step-late",
