@@ -273,6 +273,36 @@ _SPECS = [
         num_experts_per_tok=2, norm_topk_prob=True, routed_scaling_factor=1.0,
         n_shared_experts=1, moe_shared_expert_intermediate_size=32,
     ),
+    # Multi-head latent attention (MLA): the KV cache holds one "head" whose keys are the
+    # normalised latent (kv_lora_rank wide) and whose values are the RoPE'd key part
+    # (qk_rope_head_dim wide), so keys and values differ in width; the mask reaches the
+    # model as additive scores (``where(mask, pe_scores, min)``). Dense MLP: no routed
+    # experts, so it runs in bfloat16.
+    _spec(
+        "deepseek-v3", "deepseek_v3", "bfloat16", "DeepSeek-V3 / V2-Lite attention (MLA latent KV)",
+        notes="2 layers, 4 heads; KV cache keys (B,1,L,32) latent, values (B,1,L,8) k_pe; "
+              "q_lora_rank none (V2-Lite's plain q_proj); dense MLP (no n_routed_experts)",
+        hidden_size=64, num_attention_heads=4, num_key_value_heads=4, vocab_size=VOCAB_SIZE,
+        num_hidden_layers=2, intermediate_size=128, kv_lora_rank=32, q_lora_rank=None,
+        qk_rope_head_dim=8, qk_nope_head_dim=16, v_head_dim=16, n_routed_experts=None,
+        rms_norm_eps=1e-6, rope_theta=10000.0, max_position_embeddings=4096,
+    ),
+    # Kimi Linear: Kimi Delta Attention layers whose ArraysCache holds FOUR arrays (the q, k
+    # and v short-conv states and the delta-rule state), beside an MLA layer (latent KV,
+    # no RoPE). Dense MLP (num_experts 0), so it runs in bfloat16.
+    _spec(
+        "kimi-linear", "kimi_linear", "bfloat16", "Kimi Linear (KDA 4-array state + MLA hybrid)",
+        notes="layers KDA/KDA/MLA; a KDA cache is ArraysCache(4): conv q, k, v states "
+              "(B,3,64) and the delta state (B,4,16,16); the MLA cache keys (B,1,L,32), "
+              "values (B,1,L,8)",
+        hidden_size=64, num_attention_heads=4, num_key_value_heads=4, vocab_size=VOCAB_SIZE,
+        num_hidden_layers=3, intermediate_size=128, head_dim=16, rope_theta=10000.0,
+        rms_norm_eps=1e-6, model_max_length=4096, num_experts=0, moe_intermediate_size=32,
+        kv_lora_rank=32, qk_nope_head_dim=16, qk_rope_head_dim=8, v_head_dim=16,
+        tie_word_embeddings=False,
+        linear_attn_config={"kda_layers": [1, 2], "num_heads": 4, "head_dim": 16,
+                            "short_conv_kernel_size": 4},
+    ),
 ]
 # fmt: on
 
