@@ -38,6 +38,7 @@ from mlx import nn
 from mlx.utils import tree_flatten
 
 from batchlab.engine.core.layers import has_rings
+from batchlab.engine.paths.invariant.modules import invariant_module
 from batchlab.engine.paths.quantized.path import KVScheme
 from batchlab.engine.paths.registry import PATHS
 from batchlab.judging.kl import KV4_KL_GATE, KV8_KL_GATE, LAB_KL_GATE, KLGate
@@ -99,11 +100,17 @@ class Judging:
         per-row windows keep keys in another order than the oracle's shared ring pointer
         (gpt-oss and gemma4-26b differ by ~1e-6), and row blocking runs MoE experts and
         convolutions another way (mamba2 by one bf16 ulp): those are KL-gated, as is
-        every GPU backend (other kernels than the oracle's)."""
+        every GPU backend (other kernels than the oracle's). Row blocking on the CPU with
+        no module swapped (no MoE, no depthwise conv: dense attention, MLA) keeps l1's
+        bits too (deepseek-v3 measured), so ``invariant-blocked`` is exact there: a
+        dropped MLA score is a FAIL, not a KL question."""
         if self.second is None:  # not gated: misuse
             raise ValueError(f"path {self.path} has no second judge")
-        return (self.path == "invariant" and mx.default_device().type == mx.cpu
-                and not has_rings(model))
+        if mx.default_device().type != mx.cpu or has_rings(model):
+            return False
+        if self.path == "invariant-blocked":
+            return not any(invariant_module(m) is not None for _, m in model.named_modules())
+        return self.path == "invariant"
 
     def second_gate(self, model: nn.Module) -> KLGate:
         """The second judge's KL gate where it is not bit-exact: SECOND_KL_GATE, except on

@@ -34,6 +34,7 @@ from batchlab.selftest import (
     subject_bugs,
     tester3_bugs,
     tester_bugs,
+    zoo2_bugs,
 )
 from batchlab.selftest.inject import Patch
 
@@ -484,6 +485,21 @@ CATALOG: tuple[SeededBug, ...] = (
          tester3_bugs.top_k_one_as_off,
          "rule: make_sampler applies top-k for any top_k > 0 (engine/core/sampler.py); the "
          "default sampling cells used top-k 5 to 30 before the tester's top-k-1 cells"),
+    # -- the zoo's multi-head latent attention models (zoo2): the row kernels and MLA
+    _bug("invariant-rows-drop-latent-scores",
+         "invariant-blocked/kimi-linear/B3/ragged/join-evict/*,"
+         "invariant-blocked/deepseek-v3/B3/ragged/join-evict/*",
+         zoo2_bugs.rows_drop_latent_scores,
+         "record: the engine until zoo2 (a live probe of the new zoo models: "
+         "invariant-blocked/kimi-linear/B3/ragged/join-evict/ctx-short/steps9 FAIL on the "
+         "second judge, token 0 expected 114 got 29; the deepseek-v3 cell a broadcast "
+         "error on the padded decode block)"),
+    _bug("invariant-pads-latent-decode",
+         "invariant-blocked/deepseek-v3/B3/ragged/join-evict/*",
+         zoo2_bugs.pads_latent_decode,
+         "record: the engine until zoo2 (the same probe: invariant-blocked/deepseek-v3/B3/"
+         "ragged/join-evict/ctx-short/steps9 ERROR, '[broadcast_shapes] Shapes (8,4) and "
+         "(2,1)' in deepseek_v3's q_pe @ k_pe^T)", caught_as="ERROR"),
     # -- subjects: an adapter's bookkeeping between an engine and the protocol (issue 25);
     # any subject, in-process or as a peer (`batchlab selftest --engine E`)
     _bug("subject-step-late",

@@ -59,19 +59,30 @@ def _remember(keys, cache) -> None:
         _SERVED.popitem(last=False)
 
 
+def additive_scores(mask) -> mx.array | None:
+    """The scores a model adds through the mask (a floating-point mask array: MLA's
+    ``where(mask, q_pe @ k_pe^T, min)``, its decoupled key part), or None for a boolean
+    mask, which only marks padding and causality: the row kernels skip those by
+    construction. Dropping the scores changed kimi-linear's token 0 by 0.56 in logprob."""
+    if isinstance(mask, mx.array) and mx.issubdtype(mask.dtype, mx.floating):
+        return mask
+    return None
+
+
 def make_dispatch(original):
     def scaled_dot_product_attention(queries, keys, values, cache, scale, mask, sinks=None):
         owner = _cache_of(keys, cache)
         if queries.shape[2] == 1 and getattr(owner, "attends_rows", False):
             if cache is not None:
                 _remember(keys, cache)
-            return row_attention(queries, keys, values, owner.first_keys(), scale, sinks)
+            return row_attention(queries, keys, values, owner.first_keys(), scale, sinks,
+                                 scores=additive_scores(mask))
         if queries.shape[2] > 1 and getattr(owner, "prefills_rows", False):
             if cache is not None:
                 _remember(keys, cache)
             first, ends, counts = owner.prefill_spans(queries.shape[2])
             return row_prefill_attention(queries, keys, values, first, ends, counts, scale,
-                                         sinks)
+                                         sinks, scores=additive_scores(mask))
         if (on_cuda() and queries.shape[2] == 1  # not gated: gpu only
                 and getattr(owner, "groups_decode", False)
                 and grouped_decode.fits(queries, keys, values, mask, sinks)

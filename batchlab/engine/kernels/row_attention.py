@@ -133,20 +133,33 @@ def _kernel():  # not gated: gpu only
 
 
 def row_attention(queries: mx.array, keys: mx.array, values: mx.array, first_keys: mx.array,
-                  scale: float, sinks: mx.array | None = None) -> mx.array:
+                  scale: float, sinks: mx.array | None = None,
+                  scores: mx.array | None = None) -> mx.array:
     """Decode attention (one query per row) of row ``b`` over ``keys[b, :, first_keys[b]:]``;
-    zeros for the query rows past the keys' (a decode batch padded to a GEMM block)."""
+    zeros for the query rows past the keys' (a decode batch padded to a GEMM block).
+    ``scores`` (B, H, 1, S): what the model adds to the attention logits (MLA's
+    decoupled key part), row ``b``'s own columns added to its own."""
     if on_cuda():  # not gated: gpu only
+        refuse_scores_on_cuda(scores)
         return _cuda_row_attention(queries, keys, values, first_keys, scale, sinks)
     outs = []
     for b, first in enumerate(first_keys.tolist()):
         outs.append(mx.fast.scaled_dot_product_attention(
             queries[b : b + 1], keys[b : b + 1, :, first:], values[b : b + 1, :, first:],
-            scale=scale, sinks=sinks))
+            scale=scale, sinks=sinks,
+            mask=None if scores is None else scores[b : b + 1, ..., first:]))
     pad = queries.shape[0] - keys.shape[0]
     if pad:
         outs.append(mx.zeros((pad, *queries.shape[1:3], values.shape[-1]), queries.dtype))
     return mx.concatenate(outs)
+
+
+def refuse_scores_on_cuda(scores: mx.array | None) -> None:  # not gated: gpu only
+    """The CUDA row kernels add nothing to the logits: refuse scores rather than drop
+    them (the invariant path refuses such models there: ``latent_attention_reason``)."""
+    if scores is not None:
+        raise ValueError("the CUDA row attention kernels take no additive scores (MLA); "
+                         "use path l1")
 
 
 @functools.cache

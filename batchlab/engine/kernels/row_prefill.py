@@ -27,7 +27,12 @@ import functools
 import mlx.core as mx
 
 from batchlab.backend import on_cuda
-from batchlab.engine.kernels.row_attention import _KERNEL_HEADER, _KERNEL_SOURCE, WARPS
+from batchlab.engine.kernels.row_attention import (
+    _KERNEL_HEADER,
+    _KERNEL_SOURCE,
+    WARPS,
+    refuse_scores_on_cuda,
+)
 
 
 def _prefill_source() -> str:  # not gated: gpu only (the CUDA kernel's text)
@@ -84,11 +89,14 @@ def _span_arrays(  # not gated: gpu only
 def row_prefill_attention(queries: mx.array, keys: mx.array, values: mx.array,
                           first: tuple[int, ...], ends: tuple[int, ...],
                           counts: tuple[int, ...], scale: float,
-                          sinks: mx.array | None = None) -> mx.array:
+                          sinks: mx.array | None = None,
+                          scores: mx.array | None = None) -> mx.array:
     """Attention (B, H, N, Dv) of row ``b``'s first ``counts[b]`` queries over its keys
     ``first[b] .. ends[b]``, causal (the last real query sees the last key); zeros for
-    the padding queries."""
+    the padding queries. ``scores`` (B, H, N, S): what the model adds to the logits (MLA:
+    ``where(mask, q_pe @ k_pe^T, min)``, causality included), row ``b``'s own part."""
     if on_cuda():  # not gated: gpu only
+        refuse_scores_on_cuda(scores)
         return _cuda(queries, keys, values, first, ends, counts, scale, sinks)
     n = queries.shape[2]
     outs = []
@@ -97,10 +105,11 @@ def row_prefill_attention(queries: mx.array, keys: mx.array, values: mx.array,
         if c == 0:  # not gated: mid-prefill (a row with nothing left waits for its join)
             outs.append(mx.zeros((1, *queries.shape[1:3], values.shape[-1]), queries.dtype))
             continue
+        own = None if scores is None else scores[b : b + 1, :, :c, first[b] : ends[b]]
         out = mx.fast.scaled_dot_product_attention(
             queries[b : b + 1, :, :c], keys[b : b + 1, :, first[b] : ends[b]],
-            values[b : b + 1, :, first[b] : ends[b]], scale=scale, mask="causal",
-            sinks=sinks)
+            values[b : b + 1, :, first[b] : ends[b]], scale=scale,
+            mask="causal" if own is None else own, sinks=sinks)
         if c < n:
             out = mx.pad(out, [(0, 0), (0, 0), (0, n - c), (0, 0)])
         outs.append(out)

@@ -29,7 +29,11 @@ from mlx import nn
 from batchlab.engine.core.scheduler import Scheduler
 from batchlab.engine.paths.compiled import CompiledScheduler, unsupported_reason
 from batchlab.engine.paths.fast import FastScheduler
-from batchlab.engine.paths.invariant.path import BlockedInvariantScheduler, InvariantScheduler
+from batchlab.engine.paths.invariant.path import (
+    BlockedInvariantScheduler,
+    InvariantScheduler,
+    refuses_latent_attention,
+)
 from batchlab.engine.paths.paged.path import PagedScheduler
 from batchlab.engine.paths.quantized.path import KVScheme, refuses_quantized, scheduler_for
 
@@ -100,9 +104,11 @@ for _bits, _group_size, _start in ((8, 64, 0), (4, 64, 0), (8, 32, 0), (4, 32, 0
 PATHS.update({
     "kvmix": _kv_path("kvmix", KVScheme(bits=4, high_bits=8)),
     "kv4h": _kv_path("kv4h", KVScheme(bits=4, rotated=True)),
-    "invariant": EnginePath(name="invariant", scheduler=InvariantScheduler),
-    "invariant-blocked": EnginePath(name="invariant-blocked",
-                                    scheduler=BlockedInvariantScheduler),
+    "invariant": EnginePath(name="invariant", scheduler=InvariantScheduler,
+                            refuses=refuses_latent_attention(InvariantScheduler.row_block)),
+    "invariant-blocked": EnginePath(
+        name="invariant-blocked", scheduler=BlockedInvariantScheduler,
+        refuses=refuses_latent_attention(BlockedInvariantScheduler.row_block)),
     # the invariance gate's negative control: l1 under the solo judge, which it must fail
     # on a GPU (matrices/invariant-control.toml)
     "l1-solo": EnginePath(name="l1-solo", scheduler=Scheduler),

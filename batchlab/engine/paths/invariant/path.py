@@ -42,7 +42,9 @@ import os
 
 import mlx.core as mx
 from mlx import nn
+from mlx_lm.models.mla import MultiLinear, QuantizedMultiLinear
 
+from batchlab.backend import on_cuda
 from batchlab.engine.caches.kv import BatchKV
 from batchlab.engine.caches.rowints import RowIntsAttribute
 from batchlab.engine.caches.window import WindowKV
@@ -154,6 +156,7 @@ class InvariantScheduler(Scheduler):
                  sampling: SamplingParams = GREEDY, row_sampler: type | None = None):
         rows = default_row_block() if self.row_block is None else self.row_block
         together = False
+        latent = latent_attention_reason(model) is not None
         if rows:
             # Decode attention runs by rows, MoE experts and convolutions by token
             # (invariant_modules.py). Prompts are prefilled together where every layer's
@@ -170,7 +173,9 @@ class InvariantScheduler(Scheduler):
         self.rows_per_gemm = rows
         # the decode batch padded to whole GEMM blocks: every layer a RowKV (nothing
         # else in the forward sees the batch's rows), as for prefilling together
-        self.pads_decode = bool(rows) and together
+        # (not MLA's: it scores the cache's keys outside attention, against every query
+        # row, and RoPE offsets of the padding rows would meet no keys)
+        self.pads_decode = bool(rows) and together and not latent
 
     def _decode_logprobs(self, inputs: mx.array, caches: list) -> mx.array:
         """The decode forward on the batch padded with token-0 rows to a multiple of the
@@ -221,3 +226,32 @@ class BlockedInvariantScheduler(InvariantScheduler):
 
     row_block = 8
 
+
+
+
+
+def latent_attention_reason(model: nn.Module) -> str | None:
+    """Why the CUDA row kernels cannot serve ``model``'s attention, or None. Multi-head
+    latent attention (mlx-lm's ``MultiLinear``: deepseek_v3, kimi_linear, glm4_moe_lite,
+    ...) scores the decoupled part of its cached keys outside
+    ``scaled_dot_product_attention`` and adds those scores through the mask; the CPU's
+    row attention adds them per row (``attention_dispatch.additive_scores``), the CUDA
+    kernels take none."""
+    if any(isinstance(m, (MultiLinear, QuantizedMultiLinear)) for _, m in model.named_modules()):
+        return ("multi-head latent attention adds the scores of its decoupled key part "
+                "(q_pe @ k_pe) through the attention mask, which the CUDA row kernels do "
+                "not take (use the l1 path)")
+    return None
+
+
+def refuses_latent_attention(row_block: int | None):
+    """The refusal of the invariant path with GEMM row blocking ``row_block`` (None: the
+    backend's default, ``default_row_block``): ``latent_attention_reason`` where its CUDA
+    row kernels run. Unblocked, the model runs mlx-lm's own attention; blocked on the
+    CPU (``invariant-blocked``), the row attention adds MLA's scores per row."""
+
+    def refuses(model: nn.Module) -> str | None:
+        rows = default_row_block() if row_block is None else row_block
+        return latent_attention_reason(model) if rows and on_cuda() else None
+
+    return refuses
