@@ -154,6 +154,8 @@ def _config_tags(config: dict) -> list[str]:
         tags.append("per-layer-input")
     if (cfg.get("num_kv_shared_layers") or 0) > 0:
         tags.append("kv-shared")
+    if cfg.get("kv_lora_rank"):  # multi-head latent attention: a latent KV cache
+        tags.append("mla")
     return tags
 
 

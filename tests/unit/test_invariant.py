@@ -241,7 +241,8 @@ def test_the_dispatch_sends_kv_shared_layers_to_the_caching_layers_rows(monkeypa
 
     calls = []
     monkeypatch.setattr(attention_dispatch, "row_attention",
-                        lambda q, k, v, first, scale, sinks: calls.append(("rows", first)) or q)
+                        lambda q, k, v, first, scale, sinks, scores=None:
+                        calls.append(("rows", first)) or q)
 
     def original(q, k, v, cache, scale, mask, sinks=None):
         calls.append(("mlx-lm", mask))

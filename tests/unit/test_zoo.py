@@ -1,6 +1,6 @@
 """The zoo: pinned weights, deterministic atomic builds, loading, and one forward each.
 
-Builds go to a temporary cache (all 13 models build in about two seconds on 2 cores).
+Builds go to a temporary cache (all the models build in about two seconds on 2 cores).
 """
 
 import dataclasses
@@ -54,6 +54,8 @@ PINNED = {
     "llama-hd96": ("llama-hd96-4730fd8d5f9b", "f933eeed3b808267"),
     "llama-q4": ("llama-q4-18df8e484bf1", "fefef254fc0c162f"),
     "nemotron-h": ("nemotron-h-80bf97025f73", "79e614e105949ee4"),
+    "deepseek-v3": ("deepseek-v3-dc4d74900d8a", "5c0673bf536fb728"),
+    "kimi-linear": ("kimi-linear-dfab6de9c010", "c2ed06db87cb309e"),
 }
 
 # name -> the stamp goldens carry (batchlab.golden.check.model_fingerprint): weights plus a
@@ -84,6 +86,8 @@ GOLDEN_STAMPS = {
     "llama-hd96": "f933eeed3b808267+cfge4ae094c",
     "llama-q4": "fefef254fc0c162f+cfg4a44feba",
     "nemotron-h": "79e614e105949ee4+cfgad89ce47",
+    "deepseek-v3": "5c0673bf536fb728+cfg4e653170",
+    "kimi-linear": "c2ed06db87cb309e+cfgdbf544d7",
 }
 
 LAYER_KINDS = {
@@ -110,6 +114,8 @@ LAYER_KINDS = {
     "llama-hd96": "full",
     "llama-q4": "full×2",
     "nemotron-h": "ssm full +moe",
+    "deepseek-v3": "full×2 +mla",
+    "kimi-linear": "ssm×2 full +mla",
 }
 
 

@@ -1,0 +1,70 @@
+"""MLA's additive scores on the invariant path's row kernels (zoo2).
+
+Multi-head latent attention (deepseek_v3, kimi_linear) passes ``where(mask, q_pe @ k_pe^T,
+min)`` as the attention mask: scores to add, not only padding. The row kernels take each
+row's own keys, so they must add each row's own columns of those scores; dropped, the
+kimi-linear rows moved by 0.56 in logprob while staying equal to themselves alone.
+"""
+
+from __future__ import annotations
+
+import mlx.core as mx
+
+from batchlab.engine.kernels.attention_dispatch import additive_scores
+from batchlab.engine.kernels.row_attention import row_attention
+from batchlab.engine.kernels.row_prefill import row_prefill_attention
+from batchlab.engine.paths.invariant.path import latent_attention_reason
+from batchlab.zoo import load
+
+
+def _scores(shape, valid):
+    """Random scores with finfo.min where ``valid`` is False, as MLA builds them."""
+    pe = mx.random.normal(shape, key=mx.random.key(3))
+    return mx.where(valid, pe, mx.array(mx.finfo(pe.dtype).min, pe.dtype))
+
+
+def test_only_a_floating_mask_is_additive():
+    assert additive_scores(None) is None
+    assert additive_scores("causal") is None
+    assert additive_scores(mx.array([[True, False]])) is None
+    scores = mx.array([[0.5, -1.0]])
+    assert additive_scores(scores) is scores
+
+
+def test_decode_rows_add_their_own_scores_bit_for_bit():
+    """Row 1 has 2 padding columns: alone over its 3 keys with its 3 score columns, the
+    same bits as the batch's fused SDPA over 5 columns with the additive mask."""
+    q = mx.random.normal((2, 4, 1, 8), key=mx.random.key(0))
+    k = mx.random.normal((2, 1, 5, 8), key=mx.random.key(1))
+    v = mx.random.normal((2, 1, 5, 8), key=mx.random.key(2))
+    valid = mx.array([[True] * 5, [False, False, True, True, True]])[:, None, None, :]
+    scores = _scores((2, 4, 1, 5), valid)
+    want = mx.fast.scaled_dot_product_attention(q, k, v, scale=0.25, mask=scores)
+    got = row_attention(q, k, v, mx.array([0, 2]), 0.25, scores=scores)
+    assert mx.array_equal(got, want).item()
+    dropped = row_attention(q, k, v, mx.array([0, 2]), 0.25)
+    assert not mx.array_equal(dropped, want).item()
+
+
+def test_prefill_rows_add_their_own_scores_bit_for_bit():
+    """A right-padded chunk: row 0 has 3 real queries over keys 0..3, row 1 one query
+    over key 0; the scores carry causality, so no causal mask is added on top."""
+    q = mx.random.normal((2, 4, 3, 8), key=mx.random.key(4))
+    k = mx.random.normal((2, 1, 3, 8), key=mx.random.key(5))
+    v = mx.random.normal((2, 1, 3, 8), key=mx.random.key(6))
+    causal = mx.tril(mx.ones((3, 3), dtype=mx.bool_))
+    scores = _scores((2, 4, 3, 3), causal[None, None])
+    got = row_prefill_attention(q, k, v, (0, 0), (3, 1), (3, 1), 0.25, scores=scores)
+    want0 = mx.fast.scaled_dot_product_attention(q[:1], k[:1], v[:1], scale=0.25,
+                                                 mask=scores[:1])
+    want1 = mx.fast.scaled_dot_product_attention(q[1:, :, :1], k[1:, :, :1], v[1:, :, :1],
+                                                 scale=0.25, mask=scores[1:, :, :1, :1])
+    assert mx.array_equal(got[:1], want0).item()
+    assert mx.array_equal(got[1:, :, :1], want1).item()
+    assert mx.array_equal(got[1:, :, 1:], mx.zeros_like(got[1:, :, 1:])).item()  # padding
+
+
+def test_mla_models_are_named_by_their_multilinear_modules():
+    assert latent_attention_reason(load("deepseek-v3").model) is not None
+    assert latent_attention_reason(load("kimi-linear").model) is not None
+    assert latent_attention_reason(load("llama").model) is None
