@@ -52,16 +52,34 @@ def has_golden(cell: Cell) -> bool:
 
 def unique_scenarios(cells: list[Cell]) -> list[Cell]:
     """One cell per golden (cells that share a scenario share its golden): a cell with a
-    second judge where there is one, since its golden may need the logprobs kept."""
+    second judge where there is one, since its golden may need the logprobs kept; of two,
+    one whose second judge is a KL gate (``invariant-blocked`` beside an exact
+    ``invariant`` on kimi-linear: the first one seen kept no logprobs, and the KL judge
+    then read the golden as STALE)."""
     seen: dict[str, Cell] = {}
     for cell in cells:
         if not has_golden(cell):
             continue
         have = seen.get(cell.scenario_id)
-        if have is None or (judging_for(cell.path).second is not None
-                            and judging_for(have.path).second is None):
+        if have is None or _keeps_more(cell, have):
             seen[cell.scenario_id] = cell
     return list(seen.values())
+
+
+def _keeps_more(cell: Cell, have: Cell) -> bool:
+    """Whether ``cell``'s golden needs more kept than ``have``'s (same scenario)."""
+    new, old = judging_for(cell.path), judging_for(have.path)
+    if new.second is None:
+        return False
+    if old.second is None:
+        return True
+    return _second_needs_values(cell) and not _second_needs_values(have)
+
+
+def _second_needs_values(cell: Cell) -> bool:
+    from batchlab.zoo import load
+
+    return not judging_for(cell.path).second_is_exact(load(cell.model).model)
 
 
 @functools.cache

@@ -68,3 +68,18 @@ def test_mla_models_are_named_by_their_multilinear_modules():
     assert latent_attention_reason(load("deepseek-v3").model) is not None
     assert latent_attention_reason(load("kimi-linear").model) is not None
     assert latent_attention_reason(load("llama").model) is None
+
+
+def test_a_shared_golden_keeps_the_logprobs_a_kl_second_judge_needs():
+    """kimi-linear's join-evict scenario is judged by invariant (exact on the CPU) and by
+    invariant-blocked (KL: its convs are tap-summed); the golden is made for the latter,
+    whichever the matrix lists first, so it keeps the logprobs."""
+    from batchlab.cells.select import select
+    from batchlab.cells.spec import load_matrix
+    from batchlab.golden.check import unique_scenarios
+
+    cells = select(load_matrix("matrices/default.toml"),
+                   "*/kimi-linear/B3/ragged/join-evict/ctx-short/steps9", None)
+    assert [c.path for c in cells][:2] == ["l1", "paged"]
+    assert [c.path for c in unique_scenarios(cells)] == ["invariant-blocked"]
+    assert [c.path for c in unique_scenarios(cells[::-1])] == ["invariant-blocked"]
