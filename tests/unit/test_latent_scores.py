@@ -83,3 +83,16 @@ def test_a_shared_golden_keeps_the_logprobs_a_kl_second_judge_needs():
     assert [c.path for c in cells][:2] == ["l1", "paged"]
     assert [c.path for c in unique_scenarios(cells)] == ["invariant-blocked"]
     assert [c.path for c in unique_scenarios(cells[::-1])] == ["invariant-blocked"]
+
+
+def test_the_quantized_paths_refuse_mla_for_its_own_reason():
+    """mlx-lm's MLA models read ``k_pe.swapaxes`` from the cache: a QuantizedKVCache hands
+    back (packed, scales, biases), so its serial oracle crashes ('list' object has no
+    attribute 'swapaxes', kimi-linear with widths 64 and 32 at group 32). The refusal
+    names that, not the config's head dim."""
+    from batchlab.engine.paths.registry import PATHS
+
+    for name in ("deepseek-v3", "kimi-linear"):
+        reason = PATHS["kv8"].refuses(load(name).model)
+        assert reason.startswith("multi-head latent attention"), reason
+    assert PATHS["kv8"].refuses(load("llama-hd64").model) is None

@@ -19,6 +19,7 @@ from collections.abc import Iterator, Sequence
 
 import mlx.core as mx
 from mlx_lm.models.cache import ArraysCache, CacheList, KVCache, RotatingKVCache
+from mlx_lm.models.mla import MultiLinear, QuantizedMultiLinear
 
 from batchlab.engine.caches.kv import BatchKV
 from batchlab.engine.caches.ring import BatchRing
@@ -89,6 +90,15 @@ def make_batch_caches(model, batch_size: int, *, kv_class: type = BatchKV,
 def has_rings(model) -> bool:
     """Whether the model has sliding-window (RotatingKVCache) layers."""
     return any(type(c) is RotatingKVCache for c in leaves(single_caches(model)))
+
+
+def uses_latent_attention(model) -> bool:
+    """Whether the model has multi-head latent attention (mlx-lm's ``MultiLinear``:
+    deepseek_v3, kimi_linear, glm4_moe_lite, ...): its KV cache holds one latent "head"
+    (keys the latent, values the RoPE key part, of other widths), which the model also
+    reads outside attention (``q_pe @ k_pe^T``, added through the mask)."""
+    return any(isinstance(m, (MultiLinear, QuantizedMultiLinear))
+               for _, m in model.named_modules())
 
 
 def leaves(caches: Sequence) -> Iterator:

@@ -42,12 +42,12 @@ import os
 
 import mlx.core as mx
 from mlx import nn
-from mlx_lm.models.mla import MultiLinear, QuantizedMultiLinear
 
 from batchlab.backend import on_cuda
 from batchlab.engine.caches.kv import BatchKV
 from batchlab.engine.caches.rowints import RowIntsAttribute
 from batchlab.engine.caches.window import WindowKV
+from batchlab.engine.core import layers
 from batchlab.engine.core.batch import Request
 from batchlab.engine.core.config import MLX_LM_DEFAULTS, ScheduleConfig
 from batchlab.engine.core.factory import BatchCaches
@@ -237,7 +237,7 @@ def latent_attention_reason(model: nn.Module) -> str | None:
     ``scaled_dot_product_attention`` and adds those scores through the mask; the CPU's
     row attention adds them per row (``attention_dispatch.additive_scores``), the CUDA
     kernels take none."""
-    if any(isinstance(m, (MultiLinear, QuantizedMultiLinear)) for _, m in model.named_modules()):
+    if layers.uses_latent_attention(model):
         return ("multi-head latent attention adds the scores of its decoupled key part "
                 "(q_pe @ k_pe) through the attention mask, which the CUDA row kernels do "
                 "not take (use the l1 path)")

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from mlx import nn
 from mlx_lm.models.cache import RotatingKVCache
 
+from batchlab.engine.core.layers import uses_latent_attention
 from batchlab.engine.core.scheduler import Scheduler
 from batchlab.engine.paths.quantized.caches import (
     QuantizedCaches,
@@ -100,6 +101,10 @@ def refuses_quantized(scheme: KVScheme):
             return "gpt-oss attention uses sinks, which mlx-lm's quantized SDPA refuses"
         if count_attention_caches(model) == 0:  # not gated: refusal
             return "the model has no attention caches to quantize"
+        if uses_latent_attention(model):
+            return ("multi-head latent attention reads its cached RoPE keys outside "
+                    "attention (q_pe @ k_pe^T), which a quantized cache hands back packed: "
+                    "mlx-lm's QuantizedKVCache cannot run it either")
         rings = any(type(c) is RotatingKVCache for c in attention_templates(model))
         if scheme.rotated and rings:
             return "rotated keys are implemented for full-attention layers only"
