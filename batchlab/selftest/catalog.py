@@ -500,6 +500,12 @@ CATALOG: tuple[SeededBug, ...] = (
          "record: the engine until zoo2 (the same probe: invariant-blocked/deepseek-v3/B3/"
          "ragged/join-evict/ctx-short/steps9 ERROR, '[broadcast_shapes] Shapes (8,4) and "
          "(2,1)' in deepseek_v3's q_pe @ k_pe^T)", caught_as="ERROR"),
+    _bug("invariant-prefills-maskless-state-together",
+         "invariant/rwkv7/B3/ragged/static/*",
+         zoo2_bugs.prefills_maskless_state_together,
+         "record: the engine until zoo2 (a live probe: invariant/rwkv7/B3/ragged/static/"
+         "ctx-short/steps9 FAIL, not batch-invariant: row C token #0 expected 136 (alone), "
+         "got 32 (mlx-lm's padded batch bits))"),
     # -- subjects: an adapter's bookkeeping between an engine and the protocol (issue 25);
     # any subject, in-process or as a peer (`batchlab selftest --engine E`)
     _bug("subject-step-late",

@@ -1,4 +1,5 @@
-"""Seeded bugs of the zoo's multi-head latent attention models (deepseek-v3, kimi-linear).
+"""Seeded bugs found by the zoo's new cache layouts (zoo2): multi-head latent attention
+(deepseek-v3, kimi-linear) and a recurrent state that reads no mask (rwkv7).
 
 Found when those models joined the zoo: the row-blocked invariant path's row kernels
 apply no mask, and MLA adds the scores of its decoupled key part (``q_pe @ k_pe^T``)
@@ -38,3 +39,10 @@ def pads_latent_decode() -> list[Patch]:
         return init
 
     return [wrapped(invariant.InvariantScheduler, "__init__", make)]
+
+
+def prefills_maskless_state_together() -> list[Patch]:
+    """The invariant path prefills rwkv7's prompts together on the CPU, as it does every
+    model whose layers mask the padding (the engine before zoo2): a short row's state
+    then runs through the padding, so it is not the row alone."""
+    return [Patch(owner=invariant, name="MASKLESS_STATE", value=frozenset())]

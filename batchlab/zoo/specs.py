@@ -303,6 +303,18 @@ _SPECS = [
         linear_attn_config={"kda_layers": [1, 2], "num_heads": 4, "head_dim": 16,
                             "short_conv_kernel_size": 4},
     ),
+    # RWKV-7: no attention at all; each layer's ArraysCache holds THREE arrays, set by two
+    # modules (time mixing: the token-shift input and the (H, D, D) wkv state; channel
+    # mixing: its own token-shift input). It reads no mask: mlx-lm's batch mode folds a
+    # ragged prompt's right padding into the shorter rows' state (ORACLE-BUG cells).
+    _spec(
+        "rwkv7", "rwkv7", "bfloat16", "RWKV-7 (3-array recurrent state, no mask)",
+        notes="2 layers, 4 heads of 16; cache arrays (B,1,64) shift, (B,4,16,16) wkv state, "
+              "(B,1,64) ffn shift; ragged batches are wrong in mlx-lm's batch mode",
+        hidden_size=64, vocab_size=VOCAB_SIZE, num_hidden_layers=2, intermediate_size=128,
+        head_dim=16, norm_eps=1e-5, a_low_rank_dim=8, v_low_rank_dim=8, gate_low_rank_dim=8,
+        decay_low_rank_dim=8, tie_word_embeddings=False,
+    ),
 ]
 # fmt: on
 

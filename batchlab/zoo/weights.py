@@ -57,6 +57,12 @@ _NAMED_RANGES = {
     "conv_k": (0.3, 0.7),  # baichuan-m1's 2-tap key / value conv over time: a blend of
     "conv_v": (0.3, 0.7),  # this token and the previous one
     "e_score_correction_bias": (-0.1, 0.1),  # nemotron-h router: a small per-expert nudge
+    # rwkv7: token-shift mixes (x_prev - x) * mix, a blend of this token and the last one
+    "x_r": (0.2, 0.8), "x_w": (0.2, 0.8), "x_k": (0.2, 0.8), "x_v": (0.2, 0.8),
+    "x_a": (0.2, 0.8), "x_g": (0.2, 0.8),
+    "k_k": (0.5, 1.5),  # rwkv7: the key's gain before its l2 norm (the delta rule's key)
+    "k_a": (0.5, 1.5),  # rwkv7: how far the in-context learning rate scales the key
+    "r_k": (-0.5, 0.5),  # rwkv7: the receptance x key bonus per channel
 }
 
 

@@ -7,7 +7,12 @@ ArraysCache. BatchGenerator right-pads ragged prompts for one prefill; the conv 
 then ends on a pad token's key for the short rows, and their first decode step (which
 feeds the last prompt token) convolves with it. So a short row beside a long one is
 not the row alone. The engine's l1 path reproduces the oracle bit for bit (its cells
-pass); the invariant path's solo gate is what found it."""
+pass); the invariant path's solo gate is what found it.
+
+rwkv7 (zoo2): its time and channel mixing read no mask and no ``lengths``, so the right
+padding of a ragged prefill runs through the short rows' token-shift and wkv state.
+The oracle's serial self-check marks it (``l1/rwkv7/B3/ragged/static/ctx-short/steps9``
+is ORACLE-BUG); kimi-linear, whose KDA layers mask the padding, is the control."""
 
 import mlx.core as mx
 from mlx_lm.generate import BatchGenerator, generate_step
@@ -35,3 +40,12 @@ def test_baichuan_m1_batch_mode_mixes_a_short_rows_conv_state_with_padding():
 def test_falcon_h1_short_row_batched_is_the_row_alone():
     # the control: another CacheList hybrid, whose state is masked by the prefill lengths
     assert _short_row_batched_vs_alone("falcon-h1") == 0.0
+
+
+def test_rwkv7_batch_mode_runs_the_padding_through_a_short_rows_state():
+    assert _short_row_batched_vs_alone("rwkv7") > 1.0
+
+
+def test_kimi_linear_short_row_batched_is_the_row_alone():
+    # the control: a 4-array recurrent state whose conv and delta updates are masked
+    assert _short_row_batched_vs_alone("kimi-linear") == 0.0

@@ -56,6 +56,7 @@ PINNED = {
     "nemotron-h": ("nemotron-h-80bf97025f73", "79e614e105949ee4"),
     "deepseek-v3": ("deepseek-v3-dc4d74900d8a", "5c0673bf536fb728"),
     "kimi-linear": ("kimi-linear-dfab6de9c010", "c2ed06db87cb309e"),
+    "rwkv7": ("rwkv7-2328e6080a25", "bb51b9c1acdd0885"),
 }
 
 # name -> the stamp goldens carry (batchlab.golden.check.model_fingerprint): weights plus a
@@ -88,6 +89,7 @@ GOLDEN_STAMPS = {
     "nemotron-h": "79e614e105949ee4+cfgad89ce47",
     "deepseek-v3": "5c0673bf536fb728+cfg4e653170",
     "kimi-linear": "c2ed06db87cb309e+cfgdbf544d7",
+    "rwkv7": "bb51b9c1acdd0885+cfg9d3e8c2a",
 }
 
 LAYER_KINDS = {
@@ -116,6 +118,7 @@ LAYER_KINDS = {
     "nemotron-h": "ssm full +moe",
     "deepseek-v3": "full×2 +mla",
     "kimi-linear": "ssm×2 full +mla",
+    "rwkv7": "ssm×2",
 }
 
 

@@ -134,6 +134,18 @@ class RowWindowKV(WindowKV):
     attends_rows = True
 
 
+# mlx-lm model modules whose recurrent state reads neither a mask nor ``lengths``: a
+# right-padded prefill runs the padding through a short row's state (rwkv7: l1 and
+# mlx-lm's batch mode alike, ORACLE-BUG), so the invariant path prefills them alone.
+MASKLESS_STATE = frozenset({"mlx_lm.models.rwkv7"})
+
+
+def prefills_alone(model: nn.Module) -> bool:
+    """Whether every prompt must be prefilled alone even where the backend makes padded
+    rows equal to their runs alone (the CPU): the model's state sees the padding."""
+    return type(model).__module__ in MASKLESS_STATE
+
+
 def prefills_together(model: nn.Module, caches: BatchCaches) -> bool:
     """Whether every layer of ``model`` gets a ``RowKV`` (full attention): then a prompt
     batch's attention runs over each row's own keys and its GEMMs by fixed row blocks,
@@ -169,6 +181,9 @@ class InvariantScheduler(Scheduler):
                 self.prompts_per_step = config.prefill_batch_size
                 config = dataclasses.replace(config, prefill_batch_size=1)
             install_dispatch()
+        elif prefills_alone(model):  # unblocked (the CPU): a state that reads no mask
+            self.prompts_per_step = config.prefill_batch_size
+            config = dataclasses.replace(config, prefill_batch_size=1)
         super().__init__(model, config, sampling, row_sampler)
         self.rows_per_gemm = rows
         # the decode batch padded to whole GEMM blocks: every layer a RowKV (nothing
