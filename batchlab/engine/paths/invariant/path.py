@@ -242,9 +242,6 @@ class BlockedInvariantScheduler(InvariantScheduler):
     row_block = 8
 
 
-
-
-
 def latent_attention_reason(model: nn.Module) -> str | None:
     """Why the CUDA row kernels cannot serve ``model``'s attention, or None. Multi-head
     latent attention (mlx-lm's ``MultiLinear``: deepseek_v3, kimi_linear, glm4_moe_lite,
