@@ -114,6 +114,14 @@ def explicit(prompts, events):
     ({"A": {"length": 4, "resume": 2}}, ["insert A at 0", "park A at 2", "remove A at 3"],
      "not alive"),
     ({"A": {"ids": [1], "length": 3}}, ["insert A at 0"], "either ids"),
+    ({"A": {"length": 4}}, ["insert A at 0", "insert A at 2"], "inserted twice"),
+    ({"A": {"length": 4}}, ["insert A,Z at 0"], "unknown row 'Z'"),
+    ({"A": {"length": 4, "resume": 2}},
+     ["insert A at 0", "park A at 1", "resume A at 2", "park A at 3"], "parked twice"),
+    ({"A": {"length": 4, "resume": 2}}, ["insert A at 0", "continue A at 5"],
+     "before it surely finished"),
+    ({"A": {"length": 4, "resume": 2}}, ["insert A at 0", "remove A at 2", "continue A at 20"],
+     "not a running row"),
 ])
 def test_bad_history_events_are_refused(prompts, events, message):
     with pytest.raises(ValueError, match=message):
