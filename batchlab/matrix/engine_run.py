@@ -42,4 +42,24 @@ def run_cell(cell: Cell, keep_values: bool = True, engine: str = DEFAULT_ENGINE)
     return run_subject(cell, subject_for(engine), keep_values=keep_values)
 
 
-__all__ = ["Unsupported", "run_cell", "run_script"]
+def engine_refusal(cell: Cell, engine: str = DEFAULT_ENGINE) -> str | None:
+    """batchlab's own refusal of ``cell`` (its path declines the model), asked before the
+    reference is fetched: a cell no oracle can make a reference for (mlx-lm's quantized
+    cache on an MLA model) then reads UNSUPPORTED with the engine's reason instead of a
+    missing golden. None for other subjects: they answer when they run."""
+    if engine != DEFAULT_ENGINE:
+        return None
+    from batchlab.engine.paths.registry import resolve_path
+    from batchlab.zoo import load
+
+    try:
+        resolve_path(cell.path)
+        resolve_path(cell.path, load(cell.model).model, model_name=cell.model)
+    except Unsupported as err:
+        return str(err)
+    except Exception:  # noqa: BLE001 - not a refusal: the run reports it with its context
+        return None
+    return None
+
+
+__all__ = ["Unsupported", "engine_refusal", "run_cell", "run_script"]

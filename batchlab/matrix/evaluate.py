@@ -62,6 +62,15 @@ def _run(cell: Cell, ref: Reference):
     return engine_run.run_cell(cell, engine=ref.engine)
 
 
+def _declined(cell: Cell, ref: Reference) -> str | None:
+    """The engine's refusal, known before any reference is fetched (None: it may run)."""
+    from batchlab.matrix import engine_run
+
+    if ref.engine != "batchlab":
+        return None
+    return engine_run.engine_refusal(cell)
+
+
 def _crash(err: Exception) -> str:
     from batchlab.subjects.protocol import SubjectError
 
@@ -81,6 +90,9 @@ def evaluate_cell(cell: Cell, ref: Reference) -> CellResult:
     if judging.reference is JudgeReference.SOLO:
         return _solo_gate(cell, ref, judging, result)
 
+    declined = _declined(cell, ref)
+    if declined:
+        return result(Status.UNSUPPORTED, declined, tokens=0)
     try:
         golden = _reference(cell, ref, judging)
     except GoldenError as err:

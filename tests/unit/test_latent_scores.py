@@ -96,3 +96,24 @@ def test_the_quantized_paths_refuse_mla_for_its_own_reason():
         reason = PATHS["kv8"].refuses(load(name).model)
         assert reason.startswith("multi-head latent attention"), reason
     assert PATHS["kv8"].refuses(load("llama-hd64").model) is None
+
+
+def test_a_kv_cell_on_mla_reads_unsupported_before_any_reference(tmp_path, monkeypatch):
+    """No oracle exists for it (mlx-lm's quantized cache crashes on MLA), so the engine is
+    asked first: UNSUPPORTED with the path's reason, not a missing golden (empty goldens
+    folder) and not an oracle crash (live), and no reference is fetched at all."""
+    from batchlab.cells.spec import expand
+    from batchlab.matrix import evaluate
+    from batchlab.matrix.evaluate import Reference, evaluate_cell
+    from batchlab.status import Status
+
+    (cell,) = expand({"description": "t", "sweep": [
+        {"models": ["deepseek-v3"], "paths": ["kv8"], "batch": [2], "padding": ["ragged"],
+         "scripts": ["static"], "contexts": ["short"]}]})
+    fetched = []
+    monkeypatch.setattr(evaluate, "_reference", lambda *a: fetched.append(a))
+    for live in (False, True):
+        result = evaluate_cell(cell, Reference(matrix="t.toml", goldens=tmp_path, live=live))
+        assert result.status == Status.UNSUPPORTED, result.detail
+        assert "multi-head latent attention" in result.detail
+    assert fetched == []
