@@ -20,6 +20,8 @@ unchanged (``tests/unit/test_ropesplit.py``, and on the H200 ``tools/h200/rope_l
 
 from __future__ import annotations
 
+import math
+
 import mlx.core as mx
 from mlx import nn
 
@@ -28,21 +30,21 @@ BLOCK_BUDGET_POW2 = 10  # get_block_dims_common's default: 2^10 threads a block
 
 
 def mlx_block_dims(dim0: int, dim1: int, dim2: int) -> tuple[int, int, int]:
-    """MLX's ``get_block_dims_common(dim0, dim1, dim2)``, line for line: the axes take one
+    """MLX's ``get_block_dims_common(dim0, dim1, dim2)`` (the same result at every input; a
+    loop without its early exits): the axes take one
     power of two each in turn while they are at least twice it, until 2^10 threads."""
     pows = [0, 0, 0]
     total = 0
-    dims = (dim0, dim1, dim2)
-    while True:
-        before = total
-        for axis in range(3):
-            if dims[axis] >= 1 << (pows[axis] + 1):
+    grew = True
+    while grew and total < BLOCK_BUDGET_POW2:
+        grew = False
+        for axis, dim in enumerate((dim0, dim1, dim2)):
+            # MLX stops as soon as the budget is spent, mid-round too
+            if total < BLOCK_BUDGET_POW2 and dim >= 1 << (pows[axis] + 1):
                 pows[axis] += 1
                 total += 1
-            if total == BLOCK_BUDGET_POW2:
-                return (1 << pows[0], 1 << pows[1], 1 << pows[2])
-        if total == before:
-            return (1 << pows[0], 1 << pows[1], 1 << pows[2])
+                grew = True
+    return (1 << pows[0], 1 << pows[1], 1 << pows[2])
 
 
 def _launch_is_valid(rows: int, heads: int, length: int, half_dims: int) -> bool:
@@ -56,14 +58,15 @@ def rows_per_launch(rows: int, heads: int, length: int, half_dims: int) -> int:
     """The most rows (<= ``rows``) one MLX RoPE launch takes over (rows, heads, length,
     2 * half_dims) without a block z past 64. Below 128 on z the block's z is at most
     64 whatever the other axes, so a slice of ``127 // ceil(heads / 4)`` rows always is."""
-    if _launch_is_valid(rows, heads, length, half_dims):
-        return rows
-    per_row = -(-heads // 4)
-    most = 127 // per_row
-    if most < 1:  # not gated: no zoo or real model has 512 heads
-        raise ValueError(f"RoPE over {heads} heads of {2 * half_dims} rotary dims is one "
-                         "launch MLX's CUDA backend refuses even for one row; use path l1")
-    return most
+    # only the H200's padded decode batches (>= 128 rows at head dim 16) reach the split:
+    # the CPU cells' batches stay under it (tests/unit/test_ropesplit.py splits on the CPU)
+    if not _launch_is_valid(rows, heads, length, half_dims):  # not gated: gpu only
+        most = 127 // -(-heads // 4)
+        if most < 1:  # no zoo or real model has 512 heads
+            raise ValueError(f"RoPE over {heads} heads of {2 * half_dims} rotary dims is one "
+                             "launch MLX's CUDA backend refuses even for one row; use path l1")
+        return most
+    return rows
 
 
 class RowSplitRope(nn.Module):
@@ -76,13 +79,16 @@ class RowSplitRope(nn.Module):
         self.freeze()
 
     def __call__(self, x: mx.array, offset=0) -> mx.array:
-        if x.ndim != 4:  # not gated: every mlx-lm attention rotates (B, N, T, D)
-            return self.inner(x, offset=offset)
-        rows, heads, length, width = x.shape
-        half = getattr(self.inner, "dims", width) // 2
-        most = rows_per_launch(rows, heads, length, half)
-        if most >= rows:
-            return self.inner(x, offset=offset)
+        # MLX's rope reads x as (B, N..., T, D): rows first, positions and dims last
+        rows, length, width = x.shape[0], x.shape[-2], x.shape[-1]
+        heads = math.prod(x.shape[1:-2])
+        most = rows_per_launch(rows, heads, length, getattr(self.inner, "dims", width) // 2)
+        if most < rows:  # not gated: gpu only (rows_per_launch says why)
+            return self._in_slices(x, offset, most)
+        return self.inner(x, offset=offset)
+
+    def _in_slices(self, x: mx.array, offset, most: int) -> mx.array:  # not gated: gpu only
+        rows = x.shape[0]
         per_row = isinstance(offset, mx.array) and offset.ndim == 1 and offset.size == rows
         parts = []
         for start in range(0, rows, most):
