@@ -30,9 +30,9 @@ BLOCK_BUDGET_POW2 = 10  # get_block_dims_common's default: 2^10 threads a block
 
 
 def mlx_block_dims(dim0: int, dim1: int, dim2: int) -> tuple[int, int, int]:
-    """MLX's ``get_block_dims_common(dim0, dim1, dim2)`` (the same result at every input; a
-    loop without its early exits): the axes take one
-    power of two each in turn while they are at least twice it, until 2^10 threads."""
+    """MLX's ``get_block_dims_common(dim0, dim1, dim2)`` (the same result at every input,
+    written without its early exits): the axes take one power of two each in turn while
+    they are at least twice it, until 2^10 threads."""
     pows = [0, 0, 0]
     total = 0
     grew = True
