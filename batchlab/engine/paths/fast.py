@@ -15,6 +15,9 @@ off). ``BATCHLAB_FAST_FUSE=1`` adds one q/k/v GEMM, weights concatenated once
 (``fused_projections.py``), from ``FUSE_MIN_ROWS`` rows (below that the step is bound by
 the host, where one GEMM and three slices are one op more than three GEMMs); a wider GEMM
 rounds otherwise, so it is off by default (docs/performance.md).
+``BATCHLAB_FAST_PRETRANSPOSE=1`` runs a clone of the model whose projections keep ``W.T``
+made once (``pretransposed.py``: one node fewer per projection, the same operands and
+kernel); opt-in until an H200 run shows its bits unchanged (``pretranspose_probe.py``).
 
 Masked and unmasked attention and the wider GEMMs may round differently,
 so this is not l1: the gate is bit-exact against the oracle where
@@ -38,6 +41,7 @@ from batchlab.engine.core.sampler import GREEDY, SamplingParams
 from batchlab.engine.core.scheduler import Scheduler
 from batchlab.engine.kernels.attention_dispatch import install_dispatch
 from batchlab.engine.paths.fused_projections import fuse_projections, fused
+from batchlab.engine.paths.pretransposed import PRETRANSPOSE_ENV, pretransposed_model
 
 FUSE_MIN_ROWS = 64  # below it the step is bound by the host: see the docstring
 
@@ -67,15 +71,17 @@ class FastScheduler(Scheduler):
 
     def __init__(self, model: nn.Module, config: ScheduleConfig = MLX_LM_DEFAULTS,
                  sampling: SamplingParams = GREEDY, row_sampler: type | None = None):
-        super().__init__(model, config, sampling, row_sampler)
         self._fuse = False
-        if on_cuda():  # not gated: gpu only
-            if _switched_on("BATCHLAB_FAST_GQA", default="1"):
-                install_dispatch()
-                self.caches = BatchCaches(kv_class=GroupedDecodeKV)
-            if _switched_on("BATCHLAB_FAST_FUSE"):
-                fuse_projections(model)
-                self._fuse = True
+        if on_cuda() and _switched_on("BATCHLAB_FAST_FUSE"):  # not gated: gpu only
+            fuse_projections(model)
+            self._fuse = True
+        if on_cuda() and _switched_on(PRETRANSPOSE_ENV):  # not gated: gpu only
+            # a clone (after the fusion, whose members it leaves alone): W.T made once
+            model = pretransposed_model(model)
+        super().__init__(model, config, sampling, row_sampler)
+        if on_cuda() and _switched_on("BATCHLAB_FAST_GQA", default="1"):  # not gated: gpu only
+            install_dispatch()
+            self.caches = BatchCaches(kv_class=GroupedDecodeKV)
 
     def _decode_logprobs(self, inputs: mx.array, caches: list) -> mx.array:
         if not self._fuse or inputs.shape[0] < FUSE_MIN_ROWS:

@@ -13,7 +13,8 @@ row-invariant across M, so the invariant path leaves the model as it is there.
 Linear / QuantizedLinear layers and tied-embedding ``as_linear`` compute that way; the
 weights are the same arrays (nothing is copied), and the original model is untouched
 (other paths in the process keep using it). MoE experts and depthwise convolutions
-are not blocked but swapped (``invariant_modules.py``).
+are not blocked but swapped (``invariant_modules.py``); RoPE modules are wrapped so that
+a large padded batch rotates in launches MLX's CUDA backend accepts (``ropesplit.py``).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import mlx.core as mx
 from mlx import nn
 
 from batchlab.engine.paths.invariant.modules import invariant_module
+from batchlab.engine.paths.invariant.ropesplit import RowSplitRope, is_rope
 
 
 def blocked_rows(fn, x: mx.array, rows: int) -> mx.array:
@@ -83,6 +85,8 @@ def _blocked(value, rows: int, swap: bool):
         return BlockedLinear(value, rows)
     if isinstance(value, (nn.Embedding, nn.QuantizedEmbedding)):
         return BlockedEmbedding(value, rows)
+    if is_rope(value):  # a padded decode batch's RoPE in launches MLX can make
+        return RowSplitRope(value)
     stand_in = invariant_module(value) if swap else None
     if stand_in is not None:
         return stand_in
