@@ -272,11 +272,6 @@ BUGS: dict[str, Callable[[], Undo]] = {
     # 18 paged block tables after extend: the joiners' tables first
     "paged-extend-tables-reversed": attr(
         "batchlab.engine.paths.paged.cache", "PagedKV.extend", _paged_extend_reversed),
-    # 19 logit bias added in the model dtype (mlx-lm adds float32 values)
-    "logit-bias-model-dtype": src(
-        "batchlab.engine.core.processors", "_logit_bias",
-        "return logits.at[:, indices].add(values)",
-        "return logits.at[:, indices].add(values.astype(logits.dtype))"),
     # 20 the step a ring first wraps (pointer at max_size, not yet 'rotated'): no roll
     "ring-first-wrap-not-rolled": src(
         MASK, "ring_mask", "wraps = N == 1 and (rotated or idx >= max_size)",
@@ -305,9 +300,35 @@ BUGS: dict[str, Callable[[], Undo]] = {
     "compiled-grow-first-layer-width": src(
         "batchlab.engine.paths.compiled", "CompiledScheduler._decode_logprobs",
         "if c._idx + 1 > c.keys.shape[2]:", "if c._idx + 1 >= c.keys.shape[2]:"),
+    # 27 prefix-cache statistics: a seal that finds its block cached keeps its own copy
+    "seal-hit-keeps-own-block": src(
+        "batchlab.engine.paths.paged.block_manager", "BlockManager.seal",
+        "            self._decref(own.id)\n", ""),
+    # 28 quantized KV history: a row extracted from a quantized batch starts at offset 0
+    "qkv-extract-offset-zero": src(
+        "batchlab.engine.paths.quantized.kv", "BatchQuantizedKV.extract",
+        "cache.offset = row.offset", "cache.offset = 0"),
+    # 29 invariant path, prompts prefilled alone: a burst is admitted one prompt a step
+    "invariant-burst-admits-one": src(
+        "batchlab.engine.paths.invariant.path", "InvariantScheduler._prefill_chunk",
+        "        self._admit()  # admits nothing once the decode batch is full\n", ""),
+}
+
+# Written as bugs, then found equivalent (no cell can tell): name -> (apply, why).
+EQUIVALENT: dict[str, tuple[Callable[[], Undo], str]] = {
+    "logit-bias-model-dtype": (src(
+        "batchlab.engine.core.processors", "_logit_bias",
+        "return logits.at[:, indices].add(values)",
+        "return logits.at[:, indices].add(values.astype(logits.dtype))"),
+        "MLX's scatter-add casts the float32 updates to the array's dtype itself: bf16 "
+        "logits plus biases 0.3 / -1.37 / 0.71 gave equal bits either way (probed; the "
+        "proof cell fine-bias PASSES with the bug on llama and gemma3)"),
 }
 
 REGIME: dict[str, tuple[str, str]] = {
+    "logit-bias-model-dtype": (
+        "logit bias on bf16 logits",
+        "_logit_bias adds the biases cast to the logits' dtype (mlx-lm adds float32)"),
     "decode-mask-memo-ignores-width": (
         "decode key width crossing 256 columns with padded rows",
         "DecodeMasks rebuilds its host mask only when the left padding changes"),
@@ -362,9 +383,6 @@ REGIME: dict[str, tuple[str, str]] = {
     "paged-extend-tables-reversed": (
         "paged block tables after extend",
         "PagedKV.extend puts the joiners' block tables first"),
-    "logit-bias-model-dtype": (
-        "logit bias on bf16 logits",
-        "_logit_bias adds the biases cast to the logits' dtype (mlx-lm adds float32)"),
     "ring-first-wrap-not-rolled": (
         "the step a ring first wraps (pointer at max_size, not yet rotated)",
         "ring_mask rolls the mask only once the ring is marked rotated"),
@@ -386,6 +404,15 @@ REGIME: dict[str, tuple[str, str]] = {
     "compiled-grow-first-layer-width": (
         "the compiled path's trace across a width change",
         "CompiledScheduler grows the key buffers one column early"),
+    "seal-hit-keeps-own-block": (
+        "prefix-cache statistics and the pool (a seal that hits the cache)",
+        "BlockManager.seal takes the cached block but never frees the row's own copy"),
+    "qkv-extract-offset-zero": (
+        "quantized KV with history: a row parked or finished on a quantized batch",
+        "BatchQuantizedKV.extract hands back a QuantizedKVCache at offset 0"),
+    "invariant-burst-admits-one": (
+        "the invariant path's bursts (each prompt prefilled alone, several a step)",
+        "InvariantScheduler._prefill_chunk no longer admits the next prompt in its loop"),
 }
 
 HINTS: dict[str, tuple[str, ...]] = {
@@ -415,4 +442,7 @@ HINTS: dict[str, tuple[str, ...]] = {
     "ring-extend-offset-kept": ("gemma3",),
     "window-prefill-view-narrow": ("invariant/gemma3",),
     "compiled-grow-first-layer-width": ("compiled/",),
+    "seal-hit-keeps-own-block": ("row-cost-prefix", "prefix-share"),
+    "qkv-extract-offset-zero": ("kv-history", "kv-continue", "park-queued"),
+    "invariant-burst-admits-one": ("invariant-blocked/gemma3", "invariant-blocked/"),
 }
