@@ -56,10 +56,17 @@ def src(module: str, qualname: str, old: str, new: str) -> Callable[[], Undo]:
         if text.count(old) != 1:
             raise RuntimeError(f"{old!r} occurs {text.count(old)} times in {qualname}")
         ns = dict(mod.__dict__)
-        exec(compile(text.replace(old, new), f"<bug {qualname}>", "exec"), ns)
-        made = ns[name]
+        text = text.replace(old, new)
+        if owner:  # compiled in a class body, so a zero-arg super() has its __class__ cell
+            text = "class _BugHolder:\n" + textwrap.indent(text, "    ")
+        exec(compile(text, f"<bug {qualname}>", "exec"), ns)
+        made = vars(ns["_BugHolder"])[name] if owner else ns[name]
         if isinstance(raw, (classmethod, staticmethod)) and not isinstance(made, type(raw)):
             made = type(raw)(made)
+        func = getattr(made, "__func__", made)
+        for var, cell in zip(func.__code__.co_freevars, func.__closure__ or ()):
+            if var == "__class__":
+                cell.cell_contents = target  # super() then reads the real class
         if owner:
             setattr(target, name, made)
             return lambda: setattr(target, name, raw)
@@ -283,10 +290,6 @@ BUGS: dict[str, Callable[[], Undo]] = {
         "batchlab.engine.core.batch", "Sequence.cache_tokens",
         "return self.history_tokens + prompt + tuple(self.emitted)",
         "return prompt + tuple(self.emitted)"),
-    # 23 SSM: a state merge of rows with content keeps zero left padding (not None)
-    "state-merge-content-padding-zeros": src(
-        STATE, "BatchState.merge", "    for e in range(len(merged.cache)):",
-        "    merged.left_padding = [0] * n\n    for e in range(len(merged.cache)):"),
     # 24 ring extend: rings at equal pointers but different _offset joined unrolled
     "ring-extend-offset-kept": src(
         RING, "BatchRing.extend", "self._offset = max(self._offset, other._offset)",
@@ -295,11 +298,6 @@ BUGS: dict[str, Callable[[], Undo]] = {
     "window-prefill-view-narrow": src(
         "batchlab.engine.caches.window", "WindowKV.view_start",
         "max(0, self._idx - (self.max_size - 1))", "max(0, self._idx - (self.max_size - 2))"),
-    # 26 compiled path: the traced mask reads left padding of the first layer's twin
-    # after a width change (grows only layer 0 and copies its width to the rest)
-    "compiled-grow-first-layer-width": src(
-        "batchlab.engine.paths.compiled", "CompiledScheduler._decode_logprobs",
-        "if c._idx + 1 > c.keys.shape[2]:", "if c._idx + 1 >= c.keys.shape[2]:"),
     # 27 prefix-cache statistics: a seal that finds its block cached keeps its own copy
     "seal-hit-keeps-own-block": src(
         "batchlab.engine.paths.paged.block_manager", "BlockManager.seal",
@@ -308,10 +306,20 @@ BUGS: dict[str, Callable[[], Undo]] = {
     "qkv-extract-offset-zero": src(
         "batchlab.engine.paths.quantized.kv", "BatchQuantizedKV.extract",
         "cache.offset = row.offset", "cache.offset = 0"),
-    # 29 invariant path, prompts prefilled alone: a burst is admitted one prompt a step
-    "invariant-burst-admits-one": src(
-        "batchlab.engine.paths.invariant.path", "InvariantScheduler._prefill_chunk",
-        "        self._admit()  # admits nothing once the decode batch is full\n", ""),
+    # 29 quantized ring join with a short history: the merged ring's column count
+    # (_offset) set to the rows' RoPE position
+    "qkv-ring-merge-offset-is-position": src(
+        "batchlab.engine.paths.quantized.ring", "BatchQuantizedRing.merge_quantized",
+        "cache._idx = cache._offset = max(sizes)",
+        "cache._idx, cache._offset = max(sizes), max(r.offset for r in rows)"),
+    # 30 the same in l1's ring merge
+    "ring-merge-offset-is-position": src(
+        RING, "BatchRing.merge", "cache._idx = cache._offset = max(sizes)",
+        "cache._idx, cache._offset = max(sizes), max(c.offset for c in caches)"),
+    # 31 a row greedy by its own setting takes the batch's sampler
+    "row-greedy-setting-shared-sampler": src(
+        "batchlab.engine.core.batch", "Sequence.start", "if request.sampling else None",
+        "if request.sampling and not request.sampling.greedy else None"),
 }
 
 # Written as bugs, then found equivalent (no cell can tell): name -> (apply, why).
@@ -323,6 +331,24 @@ EQUIVALENT: dict[str, tuple[Callable[[], Undo], str]] = {
         "MLX's scatter-add casts the float32 updates to the array's dtype itself: bf16 "
         "logits plus biases 0.3 / -1.37 / 0.71 gave equal bits either way (probed; the "
         "proof cell fine-bias PASSES with the bug on llama and gemma3)"),
+    "compiled-grow-first-layer-width": (src(
+        "batchlab.engine.paths.compiled", "CompiledScheduler._decode_logprobs",
+        "if c._idx + 1 > c.keys.shape[2]:", "if c._idx + 1 >= c.keys.shape[2]:"),
+        "the traced step attends over the whole buffer behind a mask; a buffer grown one "
+        "column early only adds a masked column, which the CPU's attention ignores bit "
+        "for bit (all 2141 default cells PASS with it, the compiled ones included)"),
+    "state-merge-content-padding-zeros": (src(
+        STATE, "BatchState.merge", "    for e in range(len(merged.cache)):",
+        "    merged.left_padding = [0] * n\n    for e in range(len(merged.cache)):"),
+        "on the CPU backend an all-True SSM mask array changes no bit against None (the "
+        "models select or multiply by it), and a decode mask that keeps every row is "
+        "dropped there anyway (all 2141 default cells PASS with it)"),
+    "invariant-burst-admits-one": (src(
+        "batchlab.engine.paths.invariant.path", "InvariantScheduler._prefill_chunk",
+        "        self._admit()  # admits nothing once the decode batch is full\n", ""),
+        "the invariant path promises each row its tokens and bits, not the step it is "
+        "admitted on (matrix/solo.py and matrix/second.py set steps aside on purpose): a "
+        "burst admitted one prompt a step emits the same tokens later (all 2141 PASS)"),
 }
 
 REGIME: dict[str, tuple[str, str]] = {
@@ -410,6 +436,16 @@ REGIME: dict[str, tuple[str, str]] = {
     "qkv-extract-offset-zero": (
         "quantized KV with history: a row parked or finished on a quantized batch",
         "BatchQuantizedKV.extract hands back a QuantizedKVCache at offset 0"),
+    "qkv-ring-merge-offset-is-position": (
+        "quantized ring join of a prompt cache shorter than the window",
+        "BatchQuantizedRing.merge_quantized sets _offset (columns written) to the rows' "
+        "RoPE position"),
+    "ring-merge-offset-is-position": (
+        "l1 ring merge of prompt caches shorter than the window (history)",
+        "BatchRing.merge sets _offset (columns written) to the rows' RoPE position"),
+    "row-greedy-setting-shared-sampler": (
+        "a row greedy by its own setting in a batch sampled at temperature > 0",
+        "Sequence.start gives a row with greedy settings no sampler (the batch's then)"),
     "invariant-burst-admits-one": (
         "the invariant path's bursts (each prompt prefilled alone, several a step)",
         "InvariantScheduler._prefill_chunk no longer admits the next prompt in its loop"),
@@ -445,4 +481,7 @@ HINTS: dict[str, tuple[str, ...]] = {
     "seal-hit-keeps-own-block": ("row-cost-prefix", "prefix-share"),
     "qkv-extract-offset-zero": ("kv-history", "kv-continue", "park-queued"),
     "invariant-burst-admits-one": ("invariant-blocked/gemma3", "invariant-blocked/"),
+    "qkv-ring-merge-offset-is-position": ("gemma3-hd64",),
+    "ring-merge-offset-is-position": ("gemma3/B3/ragged/prefix-join", "gemma3"),
+    "row-greedy-setting-shared-sampler": ("rs-t0", "rs-"),
 }
