@@ -306,17 +306,7 @@ BUGS: dict[str, Callable[[], Undo]] = {
     "qkv-extract-offset-zero": src(
         "batchlab.engine.paths.quantized.kv", "BatchQuantizedKV.extract",
         "cache.offset = row.offset", "cache.offset = 0"),
-    # 29 quantized ring join with a short history: the merged ring's column count
-    # (_offset) set to the rows' RoPE position
-    "qkv-ring-merge-offset-is-position": src(
-        "batchlab.engine.paths.quantized.ring", "BatchQuantizedRing.merge_quantized",
-        "cache._idx = cache._offset = max(sizes)",
-        "cache._idx, cache._offset = max(sizes), max(r.offset for r in rows)"),
-    # 30 the same in l1's ring merge
-    "ring-merge-offset-is-position": src(
-        RING, "BatchRing.merge", "cache._idx = cache._offset = max(sizes)",
-        "cache._idx, cache._offset = max(sizes), max(c.offset for c in caches)"),
-    # 31 a row greedy by its own setting takes the batch's sampler
+    # 29 a row greedy by its own setting takes the batch's sampler
     "row-greedy-setting-shared-sampler": src(
         "batchlab.engine.core.batch", "Sequence.start", "if request.sampling else None",
         "if request.sampling and not request.sampling.greedy else None"),
@@ -349,6 +339,19 @@ EQUIVALENT: dict[str, tuple[Callable[[], Undo], str]] = {
         "the invariant path promises each row its tokens and bits, not the step it is "
         "admitted on (matrix/solo.py and matrix/second.py set steps aside on purpose): a "
         "burst admitted one prompt a step emits the same tokens later (all 2141 PASS)"),
+    "qkv-ring-merge-offset-is-position": (src(
+        "batchlab.engine.paths.quantized.ring", "BatchQuantizedRing.merge_quantized",
+        "cache._idx = cache._offset = max(sizes)",
+        "cache._idx, cache._offset = max(sizes), max(r.offset for r in rows)"),
+        "a ring row's size is min(offset, window), so the merged ring's columns and its "
+        "rows' largest position differ only once some row has wrapped, and then the ring "
+        "is already a window wide: every read of _offset (the served width, the decode "
+        "mask's min(window - 1, _offset), the growth test) gives the same answer "
+        "(proof.toml's short-histories cells PASS with it)"),
+    "ring-merge-offset-is-position": (src(
+        RING, "BatchRing.merge", "cache._idx = cache._offset = max(sizes)",
+        "cache._idx, cache._offset = max(sizes), max(c.offset for c in caches)"),
+        "as qkv-ring-merge-offset-is-position, in l1's BatchRing.merge"),
 }
 
 REGIME: dict[str, tuple[str, str]] = {
