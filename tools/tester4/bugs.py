@@ -377,7 +377,7 @@ REGIME: dict[str, tuple[str, str]] = {
         "prefix-cache statistics (hit rate's divisor)",
         "BlockManager.share_prefix counts a hit but no query"),
     "qkv-align-switches-joiner-only": (
-        "quantized KV at start 8 with history: a quantized joiner meets a bf16 batch",
+        "quantized KV at start 8: a quantized joiner meets a bf16 batch (aimed at history)",
         "QuantizedMode._align_format switches only the joining side"),
     "sample-rows-first-row-greedy": (
         "greedy rows beside sampled rows, the first row greedy",
