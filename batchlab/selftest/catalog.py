@@ -33,6 +33,7 @@ from batchlab.selftest import (
     schedule_bugs,
     subject_bugs,
     tester3_bugs,
+    tester4_bugs,
     tester_bugs,
     zoo2_bugs,
 )
@@ -485,6 +486,19 @@ CATALOG: tuple[SeededBug, ...] = (
          tester3_bugs.top_k_one_as_off,
          "rule: make_sampler applies top-k for any top_k > 0 (engine/core/sampler.py); the "
          "default sampling cells used top-k 5 to 30 before the tester's top-k-1 cells"),
+    # -- the outside tester's fourth round: its misses, closed (reports/gate/outside-tester-r4/)
+    _bug("row-cost-latent-keys-twice",
+         "l1/deepseek-v3/B3/explicit/row-cost/*,l1/kimi-linear/B3/explicit/row-cost/*",
+         tester4_bugs.row_cost_latent_keys_twice,
+         "rule: a token costs its keys plus its values (engine/core/cost.py); the row-cost "
+         "cells had only caches whose keys and values are one width before the tester's "
+         "MLA row-cost cells", kind="accounting"),
+    _bug("seal-hit-keeps-own-block", "paged/*/B3/explicit/row-cost-seal-hit/*",
+         tester4_bugs.seal_hit_keeps_own_block,
+         "rule: a seal that finds its block cached frees the row's own copy "
+         "(paged/block_manager.py); no row-cost cell sealed a hit before the tester's "
+         "row-cost-seal-hit cells (the prefix-share cells do, and count nothing)",
+         kind="accounting"),
     # -- the zoo's multi-head latent attention models (zoo2): the row kernels and MLA
     _bug("invariant-rows-drop-latent-scores",
          "invariant-blocked/kimi-linear/B3/ragged/join-evict/*,"
