@@ -101,6 +101,26 @@ def uses_latent_attention(model) -> bool:
                for _, m in model.named_modules())
 
 
+# RoPE modules that read the offset as one Python number (``max(L + offset, n)``, ``if
+# seq_len > n``: dynamic NTK scaling, the base grown from the sequence length). A batch's
+# per-row offsets (a (B,) array) make them raise at B > 1, in mlx-lm's batch mode too
+# (ORACLE-BUG cells, ``l1/llama-dynamic/B3/*``), and inside ``mx.compile`` at any B.
+SCALAR_OFFSET_ROPES = frozenset({
+    "mlx_lm.models.rope_utils.DynamicNTKScalingRoPE",
+    "mlx_lm.models.internlm3.DynamicNTKScalingRoPE",
+})
+
+
+def scalar_offset_rope(model) -> str | None:
+    """The class name of a RoPE module in ``model`` that needs a Python-number offset
+    (``SCALAR_OFFSET_ROPES``), or None."""
+    for _, m in model.named_modules():
+        name = f"{type(m).__module__}.{type(m).__name__}"
+        if name in SCALAR_OFFSET_ROPES:
+            return type(m).__name__
+    return None
+
+
 def leaves(caches: Sequence) -> Iterator:
     """Every cache of a layer list, a ``CacheList``'s or ``BatchList``'s parts in place
     of the list (the one walker over them)."""
