@@ -57,6 +57,12 @@ PINNED = {
     "deepseek-v3": ("deepseek-v3-dc4d74900d8a", "5c0673bf536fb728"),
     "kimi-linear": ("kimi-linear-dfab6de9c010", "c2ed06db87cb309e"),
     "rwkv7": ("rwkv7-2328e6080a25", "bb51b9c1acdd0885"),
+    # zoo3
+    "ministral3": ("ministral3-83e401aa1a38", "8763b569fdfc38ac"),
+    "llama-g4": ("llama-g4-c26bb2f49fd1", "505b3fae4a2c27e6"),
+    "qwen3-mqa": ("qwen3-mqa-d54461bda934", "fdfdaead32a89c62"),
+    "phi3": ("phi3-f1afc1ad9a69", "fd296c536b4cc863"),
+    "llama-dynamic": ("llama-dynamic-2422cc00fa3b", "d99d763b9a7cc296"),
 }
 
 # name -> the stamp goldens carry (batchlab.golden.check.model_fingerprint): weights plus a
@@ -90,6 +96,12 @@ GOLDEN_STAMPS = {
     "deepseek-v3": "5c0673bf536fb728+cfg4e653170",
     "kimi-linear": "c2ed06db87cb309e+cfgdbf544d7",
     "rwkv7": "bb51b9c1acdd0885+cfg9d3e8c2a",
+    # zoo3
+    "ministral3": "8763b569fdfc38ac+cfgd0a61f92",
+    "llama-g4": "505b3fae4a2c27e6+cfg9f3a3eab",
+    "qwen3-mqa": "fdfdaead32a89c62+cfgc9961152",
+    "phi3": "fd296c536b4cc863+cfg2182ae2f",
+    "llama-dynamic": "d99d763b9a7cc296+cfga63de0df",
 }
 
 LAYER_KINDS = {
@@ -119,6 +131,12 @@ LAYER_KINDS = {
     "deepseek-v3": "full×2 +mla",
     "kimi-linear": "ssm×2 full +mla",
     "rwkv7": "ssm×2",
+    # zoo3
+    "ministral3": "sliding8 full",
+    "llama-g4": "full×2",
+    "qwen3-mqa": "full×2",
+    "phi3": "full×2",
+    "llama-dynamic": "full×2",
 }
 
 

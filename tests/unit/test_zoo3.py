@@ -1,0 +1,56 @@
+"""zoo3's models on the engine's paths: which paths refuse which model, and why.
+
+llama-dynamic's RoPE (mlx-lm's ``DynamicNTKScalingRoPE``) reads the offset as one Python
+number. Before zoo3 the compiled path crashed on it at B=1 (the trace hands it an array),
+invariant-blocked too (it pads one row to a block of rows) and invariant at B=3; they
+now refuse it by name (``registry._scalar_offset_refusal``), while l1, fast and paged run
+it where mlx-lm does (B=1: bit-exact cells ``*/llama-dynamic/B1/*``)."""
+
+import mlx.core as mx
+import pytest
+from mlx_lm.models.rope_utils import DynamicNTKScalingRoPE
+
+from batchlab.engine.core.layers import scalar_offset_rope
+from batchlab.engine.paths.registry import Unsupported, resolve_path
+from batchlab.zoo import load
+
+REFUSING = ("compiled", "invariant", "invariant-blocked")
+
+
+@pytest.mark.parametrize("path", REFUSING)
+def test_the_paths_that_cannot_run_a_scalar_offset_rope_refuse_it_by_name(path):
+    model = load("llama-dynamic").model
+    with pytest.raises(Unsupported) as refused:
+        resolve_path(path, model, model_name="llama-dynamic")
+    assert str(refused.value).startswith(
+        f"path {path!r} cannot run llama-dynamic: its DynamicNTKScalingRoPE reads the "
+        "position offset as one Python number, and ")
+    assert str(refused.value).endswith(f"use the l1, fast or paged path at B=1 ({path} refuses it)")
+
+
+@pytest.mark.parametrize("path", ["l1", "fast", "paged"])
+def test_the_one_row_paths_take_it(path):
+    assert resolve_path(path, load("llama-dynamic").model).name == path
+
+
+@pytest.mark.parametrize("name", ["ministral3", "llama-g4", "qwen3-mqa", "phi3"])
+def test_no_other_zoo3_model_reads_a_scalar_offset(name):
+    model = load(name).model
+    assert scalar_offset_rope(model) is None
+    for path in ("invariant", "invariant-blocked"):
+        assert resolve_path(path, model).name == path
+    if name != "ministral3":  # its sliding layer: the compiled path's own refusal
+        assert resolve_path("compiled", model).name == "compiled"
+
+
+def test_what_the_refusal_prevents():
+    # If mlx-lm's dynamic RoPE learns per-row offsets, these stop raising: lift the
+    # refusal then (and the ORACLE-BUG pins of l1/llama-dynamic/B3/*).
+    rope = DynamicNTKScalingRoPE(16, max_position_embeddings=8, traditional=False,
+                                 base=10000.0, factor=4.0)
+    x = mx.ones((2, 4, 1, 16))
+    with pytest.raises(ValueError, match="Only length-1 arrays"):
+        mx.eval(rope(x, offset=mx.array([9, 3])))
+    with pytest.raises(ValueError, match="during function transformations"):
+        mx.eval(mx.compile(lambda a, o: rope(a, offset=o))(x[:1], mx.array([9])))
+    assert rope(x[:1], offset=9).shape == (1, 4, 1, 16)  # a number: runs
