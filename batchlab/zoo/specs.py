@@ -367,16 +367,69 @@ _SPECS = [
                       "long_factor": [1.0, 2.0, 4.0, 8.0]},
     ),
     # Dynamic NTK RoPE (llama's rope_scaling "dynamic"): the base grows with the sequence
-    # length past max_position_embeddings (8 here), computed in Python from the offset.
+    # length past max_position_embeddings (16 here: 26-id prompts cross it in prefill, and
+    # serve's context limit still takes a 5-id prompt and 8 tokens), computed in Python
+    # from the offset.
     # mlx-lm's batch mode passes per-row offsets, and `max(L + offset, 8)` on a (B,)
     # array raises at B > 1: batch-crash ORACLE-BUG cells; B=1 runs.
     _spec(
         "llama-dynamic", "llama", "bfloat16", "Llama / InternLM2 with dynamic NTK RoPE",
-        notes="rope_scaling dynamic, factor 4 past 8 positions; mlx-lm's batch mode crashes "
-              "at B > 1 (ORACLE-BUG)",
+        notes="rope_scaling dynamic, factor 4 past 16 positions; mlx-lm's batch mode "
+              "crashes at B > 1 (ORACLE-BUG)",
         **_ATTN, num_hidden_layers=2, intermediate_size=128, head_dim=16, rms_norm_eps=1e-5,
-        rope_theta=10000.0, max_position_embeddings=8, tie_word_embeddings=True,
+        rope_theta=10000.0, max_position_embeddings=16, tie_word_embeddings=True,
         rope_scaling={"type": "dynamic", "factor": 4.0},
+    ),
+    # Learned absolute positions: the embedding of each row's own position, looked up from
+    # the offset. gpt2 per row (``arange(L) + offset[..., None]``); gpt_bigcode (StarCoder
+    # 1, SantaCoder) through ``np.arange(offset, offset + L)``, one number: its batch mode
+    # raises at B > 1 (ORACLE-BUG), as llama-dynamic's. Both: LayerNorm and biases.
+    _spec(
+        "gpt2", "gpt2", "bfloat16", "GPT-2 (learned absolute positions per row, LayerNorm, biases)",
+        notes="2 layers, 4 heads of 16 (MHA, as GPT-2), 64 learned positions, fused c_attn",
+        n_ctx=64, n_embd=64, n_head=4, n_layer=2, n_positions=64, layer_norm_epsilon=1e-5,
+        vocab_size=VOCAB_SIZE,
+    ),
+    _spec(
+        "gpt-bigcode", "gpt_bigcode", "bfloat16", "StarCoder 1 / SantaCoder (MQA, learned positions)",
+        notes="2 layers, 4 query heads over one KV head; positions np.arange(offset, offset + L): "
+              "mlx-lm's batch mode crashes at B > 1 (ORACLE-BUG)",
+        n_embd=64, n_layer=2, n_inner=128, n_head=4, n_positions=64, layer_norm_epsilon=1e-5,
+        vocab_size=VOCAB_SIZE, multi_query=True,
+    ),
+    # NoPE global layers beside RoPE'd sliding ones: EXAONE 4 (pattern LLLG, q/k norm) and
+    # Command R7B / cohere2 (every 4th layer global, parallel attention + MLP block,
+    # LayerNorm, logit scale): a global layer reads no offset at all.
+    _spec(
+        "exaone4", "exaone4", "bfloat16", "EXAONE 4.0 (sliding RoPE layers, NoPE global layer, q/k norm)",
+        notes="layers L L L G: window 8 with RoPE, then a full layer without; the pattern "
+              "string is mlx-lm's (transformers' config class rejects it: tokenizer_for reads "
+              "the files)",
+        **_ATTN, num_hidden_layers=4, intermediate_size=128, rms_norm_eps=1e-5,
+        max_position_embeddings=4096, rope_theta=1000000.0, head_dim=16,
+        tie_word_embeddings=True, rope_scaling=None, sliding_window=8,
+        sliding_window_pattern="LLLG",
+    ),
+    _spec(
+        "cohere2", "cohere2", "bfloat16", "Command R7B (cohere2: sliding RoPE + NoPE global, parallel block)",
+        notes="layers 0-2 sliding (window 8, RoPE), layer 3 full without RoPE; logit_scale 1 "
+              "(the real 0.0625 flattens a random head's logits to ties)",
+        **_ATTN, head_dim=16, num_hidden_layers=4, intermediate_size=128, rope_theta=50000.0,
+        layer_norm_eps=1e-5, logit_scale=1.0, sliding_window=8, sliding_window_pattern=4,
+    ),
+    # Granite 4.0 hybrid: Mamba-2 layers, an attention layer and MoE (SwitchGLU + a shared
+    # expert) in every layer, muP multipliers; float32 (GatherMM on the CPU).
+    _spec(
+        "granite-hybrid", "granitemoehybrid", "float32", "Granite 4.0 hybrid (Mamba-2 + attention + MoE)",
+        notes="layers mamba/attention/mamba, each with a 4-expert top-2 MoE (experts 64 "
+              "wide) and a shared expert; Mamba-2 8 heads of 16, state 32",
+        **_ATTN, intermediate_size=64, num_hidden_layers=3, max_position_embeddings=4096,
+        attention_bias=False, embedding_multiplier=12.0, attention_multiplier=0.0625,
+        logits_scaling=1.0, residual_multiplier=0.22, layer_types=["mamba", "attention", "mamba"],
+        rms_norm_eps=1e-6, num_local_experts=4, num_experts_per_tok=2,
+        shared_intermediate_size=32, mamba_n_heads=8, mamba_d_head=16, mamba_proj_bias=False,
+        mamba_d_state=32, mamba_d_conv=4, mamba_n_groups=1, mamba_conv_bias=True,
+        rope_theta=10000.0,
     ),
 ]
 # fmt: on

@@ -18,7 +18,9 @@ llama-dynamic (zoo3): mlx-lm's ``DynamicNTKScalingRoPE`` grows the RoPE base wit
 ``max(L + offset, max_position_embeddings)`` in Python. Batch mode hands it one offset a
 row, a (B,) array, and at B > 1 it raises; alone (an int offset) and at B=1 it runs. The
 golden's batch-crash evidence makes ``l1/llama-dynamic/B3/ragged/join-evict/*``
-ORACLE-BUG; the engine runs the same module and raises too."""
+ORACLE-BUG; the engine runs the same module and raises too. gpt-bigcode (zoo3): its
+learned positions are ``np.arange(offset, offset + L)``, one number again (and were it an
+array, one position vector for every row); ``l1/gpt-bigcode/B3/*`` is ORACLE-BUG."""
 
 import mlx.core as mx
 import pytest
@@ -69,8 +71,9 @@ def _dynamic_rows(prompts: list[list[int]]):
     return model, [out[u] for u in uids]
 
 
-def test_llama_dynamic_batch_mode_raises_on_per_row_offsets():
-    model = load("llama-dynamic").model
+@pytest.mark.parametrize("name", ["llama-dynamic", "gpt-bigcode"])
+def test_batch_mode_raises_on_per_row_offsets(name):
+    model = load(name).model
     generator = BatchGenerator(model, max_tokens=3)
     generator.insert([[10, 11, 12, 13, 14], [5]])
     with pytest.raises(ValueError, match="Only length-1 arrays"):

@@ -1,45 +1,51 @@
 """zoo3's models on the engine's paths: which paths refuse which model, and why.
 
 llama-dynamic's RoPE (mlx-lm's ``DynamicNTKScalingRoPE``) reads the offset as one Python
-number. Before zoo3 the compiled path crashed on it at B=1 (the trace hands it an array),
-invariant-blocked too (it pads one row to a block of rows) and invariant at B=3; they
-now refuse it by name (``registry._scalar_offset_refusal``), while l1, fast and paged run
-it where mlx-lm does (B=1: bit-exact cells ``*/llama-dynamic/B1/*``)."""
+number, as gpt-bigcode's positions do (``np.arange(offset, offset + L)``). Before zoo3
+the compiled path crashed on llama-dynamic at B=1 (the trace hands the RoPE an array),
+invariant-blocked too (it pads one row to a block of rows) and invariant at B=3; they now
+refuse such models by name (``registry._scalar_offset_refusal``), while l1, fast and
+paged run them where mlx-lm does (B=1: bit-exact cells ``*/llama-dynamic/B1/*``,
+``*/gpt-bigcode/B1/*``)."""
 
 import mlx.core as mx
 import pytest
 from mlx_lm.models.rope_utils import DynamicNTKScalingRoPE
 
-from batchlab.engine.core.layers import scalar_offset_rope
+from batchlab.engine.core.layers import scalar_offset_reader
 from batchlab.engine.paths.registry import Unsupported, resolve_path
 from batchlab.zoo import load
 
 REFUSING = ("compiled", "invariant", "invariant-blocked")
+READERS = {"llama-dynamic": "DynamicNTKScalingRoPE", "gpt-bigcode": "GPTBigCodeModel"}
 
 
+@pytest.mark.parametrize("name", list(READERS))
 @pytest.mark.parametrize("path", REFUSING)
-def test_the_paths_that_cannot_run_a_scalar_offset_rope_refuse_it_by_name(path):
-    model = load("llama-dynamic").model
+def test_the_paths_that_cannot_run_a_scalar_offset_reader_refuse_it_by_name(path, name):
+    model = load(name).model
     with pytest.raises(Unsupported) as refused:
-        resolve_path(path, model, model_name="llama-dynamic")
+        resolve_path(path, model, model_name=name)
     assert str(refused.value).startswith(
-        f"path {path!r} cannot run llama-dynamic: its DynamicNTKScalingRoPE reads the "
+        f"path {path!r} cannot run {name}: its {READERS[name]} reads the "
         "position offset as one Python number, and ")
     assert str(refused.value).endswith(f"use the l1, fast or paged path at B=1 ({path} refuses it)")
 
 
+@pytest.mark.parametrize("name", list(READERS))
 @pytest.mark.parametrize("path", ["l1", "fast", "paged"])
-def test_the_one_row_paths_take_it(path):
-    assert resolve_path(path, load("llama-dynamic").model).name == path
+def test_the_one_row_paths_take_it(path, name):
+    assert resolve_path(path, load(name).model).name == path
 
 
-@pytest.mark.parametrize("name", ["ministral3", "llama-g4", "qwen3-mqa", "phi3"])
+@pytest.mark.parametrize("name", ["ministral3", "llama-g4", "qwen3-mqa", "phi3", "gpt2",
+                                  "exaone4", "cohere2", "granite-hybrid"])
 def test_no_other_zoo3_model_reads_a_scalar_offset(name):
     model = load(name).model
-    assert scalar_offset_rope(model) is None
+    assert scalar_offset_reader(model) is None
     for path in ("invariant", "invariant-blocked"):
         assert resolve_path(path, model).name == path
-    if name != "ministral3":  # its sliding layer: the compiled path's own refusal
+    if name in ("llama-g4", "qwen3-mqa", "phi3", "gpt2"):  # else rings or state: refused
         assert resolve_path("compiled", model).name == "compiled"
 
 
@@ -54,3 +60,11 @@ def test_what_the_refusal_prevents():
     with pytest.raises(ValueError, match="during function transformations"):
         mx.eval(mx.compile(lambda a, o: rope(a, offset=o))(x[:1], mx.array([9])))
     assert rope(x[:1], offset=9).shape == (1, 4, 1, 16)  # a number: runs
+
+
+@pytest.mark.parametrize("name", ["gpt2", "gpt-bigcode"])
+def test_the_vocabulary_is_the_token_table_not_the_position_table(name):
+    # wpe (64 learned positions) sorts before wte: serve refused every id >= 64
+    from batchlab.zoo.load import vocab_size
+
+    assert vocab_size(load(name).model) == 320

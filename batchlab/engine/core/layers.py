@@ -101,22 +101,24 @@ def uses_latent_attention(model) -> bool:
                for _, m in model.named_modules())
 
 
-# RoPE modules that read the offset as one Python number (``max(L + offset, n)``, ``if
-# seq_len > n``: dynamic NTK scaling, the base grown from the sequence length). A batch's
-# per-row offsets (a (B,) array) make them raise at B > 1, in mlx-lm's batch mode too
-# (ORACLE-BUG cells, ``l1/llama-dynamic/B3/*``), and inside ``mx.compile`` at any B.
-SCALAR_OFFSET_ROPES = frozenset({
+# Modules that read the position offset as one Python number: dynamic NTK RoPE
+# (``max(L + offset, n)``, ``if seq_len > n``: the base grown from the sequence length) and
+# gpt_bigcode's learned positions (``np.arange(offset, offset + L)``). A batch's per-row
+# offsets (a (B,) array) make them raise at B > 1, in mlx-lm's batch mode too (ORACLE-BUG
+# cells ``l1/llama-dynamic/B3/*``, ``l1/gpt-bigcode/B3/*``), and inside ``mx.compile``.
+SCALAR_OFFSET_READERS = frozenset({
     "mlx_lm.models.rope_utils.DynamicNTKScalingRoPE",
     "mlx_lm.models.internlm3.DynamicNTKScalingRoPE",
+    "mlx_lm.models.gpt_bigcode.GPTBigCodeModel",
 })
 
 
-def scalar_offset_rope(model) -> str | None:
-    """The class name of a RoPE module in ``model`` that needs a Python-number offset
-    (``SCALAR_OFFSET_ROPES``), or None."""
+def scalar_offset_reader(model) -> str | None:
+    """The class name of a module in ``model`` that needs the offset as a Python number
+    (``SCALAR_OFFSET_READERS``), or None."""
     for _, m in model.named_modules():
         name = f"{type(m).__module__}.{type(m).__name__}"
-        if name in SCALAR_OFFSET_ROPES:
+        if name in SCALAR_OFFSET_READERS:
             return type(m).__name__
     return None
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from mlx import nn
 
-from batchlab.engine.core.layers import scalar_offset_rope
+from batchlab.engine.core.layers import scalar_offset_reader
 from batchlab.engine.core.scheduler import Scheduler
 from batchlab.engine.paths.compiled import CompiledScheduler, unsupported_reason
 from batchlab.engine.paths.fast import FastScheduler
@@ -53,15 +53,16 @@ def _takes_every_model(model: nn.Module) -> str | None:
 
 
 def _scalar_offset_refusal(path: str, why: str) -> Callable[[nn.Module], str | None]:
-    """Refuse a model whose RoPE reads the offset as one Python number (dynamic NTK):
-    ``why`` says what this path hands it instead (zoo3's live probe of llama-dynamic:
-    compiled and invariant-blocked crashed at B=1, invariant at B=3)."""
+    """Refuse a model that reads the offset as one Python number (dynamic NTK RoPE,
+    gpt_bigcode's positions): ``why`` says what this path hands it instead (zoo3's live
+    probe of llama-dynamic: compiled and invariant-blocked crashed at B=1, invariant at
+    B=3)."""
 
     def refuses(model: nn.Module) -> str | None:
-        rope = scalar_offset_rope(model)
-        if rope is None:
+        reader = scalar_offset_reader(model)
+        if reader is None:
             return None
-        return (f"its {rope} reads the position offset as one Python number, and {why}; "
+        return (f"its {reader} reads the position offset as one Python number, and {why}; "
                 f"use the l1, fast or paged path at B=1 ({path} refuses it)")
 
     return refuses
