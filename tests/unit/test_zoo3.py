@@ -68,3 +68,14 @@ def test_the_vocabulary_is_the_token_table_not_the_position_table(name):
     from batchlab.zoo.load import vocab_size
 
     assert vocab_size(load(name).model) == 320
+
+
+@pytest.mark.parametrize(("name", "expected"), [("llama-dynamic", 1), ("gpt-bigcode", 1),
+                                                ("gpt2", 4)])
+def test_serve_decodes_a_scalar_offset_reader_one_request_at_a_time(name, expected):
+    # concurrent requests on llama-dynamic each failed with a 500 (the batch's offsets
+    # crash its RoPE); one at a time, each runs as mlx-lm runs it
+    from batchlab.serve.engine_thread import ServeEngine
+
+    engine = ServeEngine(load(name).model, max_batch=4, vocab_size=320)
+    assert engine.max_batch == expected
