@@ -79,3 +79,35 @@ def test_serve_decodes_a_scalar_offset_reader_one_request_at_a_time(name, expect
 
     engine = ServeEngine(load(name).model, max_batch=4, vocab_size=320)
     assert engine.max_batch == expected
+
+
+def test_chunked_attention_is_refused_by_mlx_lm_and_by_the_engine():
+    # llama4's ChunkedKVCache: BatchGenerator refuses it (no batch form), so no golden can
+    # exist; the engine refuses it too, saying what to do (no llama4 zoo model: its every
+    # cell would be the oracle's crash)
+    from mlx import nn
+    from mlx_lm.generate import BatchGenerator
+    from mlx_lm.models.cache import ChunkedKVCache
+
+    from batchlab.engine.core.layers import batch_cache_for
+
+    class Chunked(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layers = [nn.Linear(2, 2)]
+
+        def make_cache(self):
+            return [ChunkedKVCache(8)]
+
+        def __call__(self, inputs, cache=None):
+            return mx.zeros((*inputs.shape, 16))
+
+    generator = BatchGenerator(Chunked(), max_tokens=3)
+    generator.insert([[1, 2, 3]])
+    with pytest.raises(ValueError, match="ChunkedKVCache'> does not yet support batching"):
+        generator.next()
+    with pytest.raises(ValueError) as refused:
+        batch_cache_for(ChunkedKVCache(8), [0])
+    assert str(refused.value) == (
+        "ChunkedKVCache has no batch form (mlx-lm cannot batch it either); run this model "
+        "at B=1 or give it KVCache/RotatingKVCache/ArraysCache layers")
