@@ -431,6 +431,18 @@ _SPECS = [
         mamba_d_state=32, mamba_d_conv=4, mamba_n_groups=1, mamba_conv_bias=True,
         rope_theta=10000.0,
     ),
+    # Apple Foundation Model (afm7): the last layer reuses the previous layer's keys and
+    # values (no cache of its own) and rotates its queries at ``S - L``, S the width of the
+    # keys it is handed: in a batch the padded width, not the row's position. mlx-lm's
+    # batch mode is wrong for every row shorter than the longest (ORACLE-BUG).
+    _spec(
+        "afm7", "afm7", "bfloat16", "Apple Foundation Model (KV-reuse layer, queries at the key width)",
+        notes="3 layers: 2 with caches, a KV-reuse layer; fused qkv, fake 8-bit K/V, q/k "
+              "norm; 4 heads of 16 over 2 KV heads",
+        vocab_size=VOCAB_SIZE, hidden_dim=64, num_layers=3, num_kv_reuse_layers=1,
+        num_heads=4, num_kv_heads=2, hidden_dim_scale_factor=2.0, rope_theta=50000.0,
+        rms_norm_eps=1e-5,
+    ),
 ]
 # fmt: on
 

@@ -20,7 +20,12 @@ row, a (B,) array, and at B > 1 it raises; alone (an int offset) and at B=1 it r
 golden's batch-crash evidence makes ``l1/llama-dynamic/B3/ragged/join-evict/*``
 ORACLE-BUG; the engine runs the same module and raises too. gpt-bigcode (zoo3): its
 learned positions are ``np.arange(offset, offset + L)``, one number again (and were it an
-array, one position vector for every row); ``l1/gpt-bigcode/B3/*`` is ORACLE-BUG."""
+array, one position vector for every row); ``l1/gpt-bigcode/B3/*`` is ORACLE-BUG.
+
+afm7 (zoo3): its KV-reuse layer rotates its queries at ``S - L``, S the width of the
+keys it is handed; in a padded batch that is the batch's width, so a short row's queries
+sit at the long row's position. The serial self-check marks ``l1/afm7/B3/ragged/*``;
+the engine reproduces those bits (its caches hand the model mlx-lm's widths)."""
 
 import mlx.core as mx
 import pytest
@@ -89,3 +94,7 @@ def test_llama_dynamic_at_b1_is_the_row_alone():
     model, (batched,) = _dynamic_rows([prompt])
     alone = [lp for _, lp in generate_step(mx.array(prompt), model, max_tokens=12)]
     assert all(mx.array_equal(a, b).item() for a, b in zip(alone, batched))
+
+
+def test_afm7_batch_mode_places_a_short_rows_queries_at_the_batch_width():
+    assert _short_row_batched_vs_alone("afm7") > 0.01

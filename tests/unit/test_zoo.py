@@ -68,6 +68,7 @@ PINNED = {
     "exaone4": ("exaone4-30ae4b947108", "9de7a34c8ef35862"),
     "cohere2": ("cohere2-c19da525fbb3", "4a3c82daa58ad1f1"),
     "granite-hybrid": ("granite-hybrid-56a53d501b9a", "95051960a6fc9242"),
+    "afm7": ("afm7-f9bf21a4998f", "e2187881c5744c98"),
 }
 
 # name -> the stamp goldens carry (batchlab.golden.check.model_fingerprint): weights plus a
@@ -112,6 +113,7 @@ GOLDEN_STAMPS = {
     "exaone4": "9de7a34c8ef35862+cfg415d67fb",
     "cohere2": "4a3c82daa58ad1f1+cfg8a4352e4",
     "granite-hybrid": "95051960a6fc9242+cfg1cff165e",
+    "afm7": "e2187881c5744c98+cfg3b0e57cd",
 }
 
 LAYER_KINDS = {
@@ -152,6 +154,7 @@ LAYER_KINDS = {
     "exaone4": "sliding8×3 full",
     "cohere2": "sliding8×3 full",
     "granite-hybrid": "ssm×2 full +moe",
+    "afm7": "full×2",
 }
 
 

@@ -4,7 +4,8 @@ llama-dynamic's RoPE (mlx-lm's ``DynamicNTKScalingRoPE``) reads the offset as on
 number, as gpt-bigcode's positions do (``np.arange(offset, offset + L)``). Before zoo3
 the compiled path crashed on llama-dynamic at B=1 (the trace hands the RoPE an array),
 invariant-blocked too (it pads one row to a block of rows) and invariant at B=3; they now
-refuse such models by name (``registry._scalar_offset_refusal``), while l1, fast and
+refuse such models by name (``engine/paths/refusals.py``), as they refuse afm7, whose
+KV-reuse layer places its queries by the width of the keys it is handed, while l1, fast and
 paged run them where mlx-lm does (B=1: bit-exact cells ``*/llama-dynamic/B1/*``,
 ``*/gpt-bigcode/B1/*``)."""
 
@@ -12,7 +13,7 @@ import mlx.core as mx
 import pytest
 from mlx_lm.models.rope_utils import DynamicNTKScalingRoPE
 
-from batchlab.engine.core.layers import scalar_offset_reader
+from batchlab.engine.core.layers import key_width_reader, scalar_offset_reader
 from batchlab.engine.paths.registry import Unsupported, resolve_path
 from batchlab.zoo import load
 
@@ -38,11 +39,25 @@ def test_the_one_row_paths_take_it(path, name):
     assert resolve_path(path, load(name).model).name == path
 
 
+@pytest.mark.parametrize("path", REFUSING)
+def test_the_paths_that_cannot_run_a_key_width_reader_refuse_it_by_name(path):
+    # afm7: compiled crashed at B=1 (its traced cache has no keys_and_values),
+    # invariant-blocked too (its row blocks meet afm7's fused qkv), invariant failed its
+    # solo gate (row C token 0: the batch's key width is not the row's)
+    with pytest.raises(Unsupported) as refused:
+        resolve_path(path, load("afm7").model, model_name="afm7")
+    assert str(refused.value).startswith(
+        f"path {path!r} cannot run afm7: its KVReuseAttention places its queries by the "
+        "width of the keys it is handed, and ")
+    assert str(refused.value).endswith(f"use the l1, fast or paged path ({path} refuses it)")
+
+
 @pytest.mark.parametrize("name", ["ministral3", "llama-g4", "qwen3-mqa", "phi3", "gpt2",
                                   "exaone4", "cohere2", "granite-hybrid"])
 def test_no_other_zoo3_model_reads_a_scalar_offset(name):
     model = load(name).model
     assert scalar_offset_reader(model) is None
+    assert key_width_reader(model) is None
     for path in ("invariant", "invariant-blocked"):
         assert resolve_path(path, model).name == path
     if name in ("llama-g4", "qwen3-mqa", "phi3", "gpt2"):  # else rings or state: refused

@@ -113,14 +113,29 @@ SCALAR_OFFSET_READERS = frozenset({
 })
 
 
+# Modules that place their queries by the width of the keys they are handed: afm7's
+# KV-reuse attention rotates them at ``S - L``. In a padded batch S is the batch's width,
+# so mlx-lm's batch mode misplaces every shorter row (ORACLE-BUG, ``l1/afm7/B3/*``).
+KEY_WIDTH_READERS = frozenset({"mlx_lm.models.afm7.KVReuseAttention"})
+
+
+def _first_module(model, names: frozenset[str]) -> str | None:
+    for _, m in model.named_modules():
+        if f"{type(m).__module__}.{type(m).__name__}" in names:
+            return type(m).__name__
+    return None
+
+
 def scalar_offset_reader(model) -> str | None:
     """The class name of a module in ``model`` that needs the offset as a Python number
     (``SCALAR_OFFSET_READERS``), or None."""
-    for _, m in model.named_modules():
-        name = f"{type(m).__module__}.{type(m).__name__}"
-        if name in SCALAR_OFFSET_READERS:
-            return type(m).__name__
-    return None
+    return _first_module(model, SCALAR_OFFSET_READERS)
+
+
+def key_width_reader(model) -> str | None:
+    """The class name of a module in ``model`` that reads its keys' width as the
+    position (``KEY_WIDTH_READERS``), or None."""
+    return _first_module(model, KEY_WIDTH_READERS)
 
 
 def leaves(caches: Sequence) -> Iterator:

@@ -26,7 +26,6 @@ from dataclasses import dataclass
 
 from mlx import nn
 
-from batchlab.engine.core.layers import scalar_offset_reader
 from batchlab.engine.core.scheduler import Scheduler
 from batchlab.engine.paths.compiled import CompiledScheduler, unsupported_reason
 from batchlab.engine.paths.fast import FastScheduler
@@ -37,6 +36,11 @@ from batchlab.engine.paths.invariant.path import (
 )
 from batchlab.engine.paths.paged.path import PagedScheduler
 from batchlab.engine.paths.quantized.path import KVScheme, refuses_quantized, scheduler_for
+from batchlab.engine.paths.refusals import (
+    first_refusal,
+    key_width_refusal,
+    scalar_offset_refusal,
+)
 
 
 class Unsupported(ValueError):
@@ -50,29 +54,6 @@ class Unsupported(ValueError):
 
 def _takes_every_model(model: nn.Module) -> str | None:
     return None
-
-
-def _scalar_offset_refusal(path: str, why: str) -> Callable[[nn.Module], str | None]:
-    """Refuse a model that reads the offset as one Python number (dynamic NTK RoPE,
-    gpt_bigcode's positions): ``why`` says what this path hands it instead (zoo3's live
-    probe of llama-dynamic: compiled and invariant-blocked crashed at B=1, invariant at
-    B=3)."""
-
-    def refuses(model: nn.Module) -> str | None:
-        reader = scalar_offset_reader(model)
-        if reader is None:
-            return None
-        return (f"its {reader} reads the position offset as one Python number, and {why}; "
-                f"use the l1, fast or paged path at B=1 ({path} refuses it)")
-
-    return refuses
-
-
-def _first_refusal(*checks: Callable[[nn.Module], str | None]) -> Callable:
-    def refuses(model: nn.Module) -> str | None:
-        return next((r for r in (check(model) for check in checks) if r), None)
-
-    return refuses
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -99,8 +80,13 @@ PATHS: dict[str, EnginePath] = {
     "l1": EnginePath(name="l1", scheduler=Scheduler),
     "fast": EnginePath(name="fast", scheduler=FastScheduler),
     "compiled": EnginePath(name="compiled", scheduler=CompiledScheduler,
-                           refuses=_first_refusal(unsupported_reason, _scalar_offset_refusal(
-                               "compiled", "the traced decode step hands it an array"))),
+                           refuses=first_refusal(
+                               unsupported_reason,
+                               scalar_offset_refusal(
+                                   "compiled", "the traced decode step hands it an array"),
+                               key_width_refusal(
+                                   "compiled", "the traced decode step hands it a fixed-width "
+                                   "buffer and no keys_and_values"))),
 }
 
 
@@ -126,22 +112,28 @@ for _bits, _group_size, _start in ((8, 64, 0), (4, 64, 0), (8, 32, 0), (4, 32, 0
                                    (8, 64, 8), (4, 64, 8)):
     kv_path_for(_bits, _group_size, _start)  # kv8 kv4 kv8-g32 kv4-g32 kv8-s8 kv4-s8
 
-# why the invariant paths cannot run a scalar-offset RoPE: a batch invariant to B must
-# run B > 1, and the blocked path pads even one row to a block of rows
+# why the invariant paths cannot run them: a batch invariant to B must run B > 1, and
+# the blocked path pads even one row to a block of rows
 _ROWS_AS_ARRAY = "a batch of rows (a padded GEMM block, even for one row) hands it one offset a row"
+_PADDED_WIDTH = ("a batch hands a row its keys at the batch's padded width, so the row "
+                 "alone would see other positions")
+
+
+def _invariant_refusal(path: str, row_block: int | None):
+    return first_refusal(refuses_latent_attention(row_block),
+                         scalar_offset_refusal(path, _ROWS_AS_ARRAY),
+                         key_width_refusal(path, _PADDED_WIDTH))
+
 
 PATHS.update({
     "kvmix": _kv_path("kvmix", KVScheme(bits=4, high_bits=8)),
     "kv4h": _kv_path("kv4h", KVScheme(bits=4, rotated=True)),
     "invariant": EnginePath(name="invariant", scheduler=InvariantScheduler,
-                            refuses=_first_refusal(
-                                refuses_latent_attention(InvariantScheduler.row_block),
-                                _scalar_offset_refusal("invariant", _ROWS_AS_ARRAY))),
+                            refuses=_invariant_refusal("invariant",
+                                                       InvariantScheduler.row_block)),
     "invariant-blocked": EnginePath(
         name="invariant-blocked", scheduler=BlockedInvariantScheduler,
-        refuses=_first_refusal(
-            refuses_latent_attention(BlockedInvariantScheduler.row_block),
-            _scalar_offset_refusal("invariant-blocked", _ROWS_AS_ARRAY))),
+        refuses=_invariant_refusal("invariant-blocked", BlockedInvariantScheduler.row_block)),
     # the invariance gate's negative control: l1 under the solo judge, which it must fail
     # on a GPU (matrices/invariant-control.toml)
     "l1-solo": EnginePath(name="l1-solo", scheduler=Scheduler),
