@@ -119,7 +119,7 @@ _PADDED_WIDTH = ("a batch hands a row its keys at the batch's padded width, so t
                  "alone would see other positions")
 
 
-def _invariant_refusal(path: str, row_block: int | None):
+def _invariant_refusal(path: str, row_block: int | None) -> Callable[[nn.Module], str | None]:
     return first_refusal(refuses_latent_attention(row_block),
                          scalar_offset_refusal(path, _ROWS_AS_ARRAY),
                          key_width_refusal(path, _PADDED_WIDTH))
