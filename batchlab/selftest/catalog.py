@@ -36,6 +36,7 @@ from batchlab.selftest import (
     tester4_bugs,
     tester_bugs,
     zoo2_bugs,
+    zoo3_bugs,
 )
 from batchlab.selftest.inject import Patch
 
@@ -520,6 +521,12 @@ CATALOG: tuple[SeededBug, ...] = (
          "record: the engine until zoo2 (a live probe: invariant/rwkv7/B3/ragged/static/"
          "ctx-short/steps9 FAIL, not batch-invariant: row C token #0 expected 136 (alone), "
          "got 32 (mlx-lm's padded batch bits))"),
+    # -- the zoo's models that read what batching changes (zoo3): afm7 reads its key width
+    _bug("filter-keeps-shared-padding",
+         "l1/afm7/B3/ragged/join-evict/*,fast/afm7/B3/ragged/join-evict/*",
+         zoo3_bugs.filter_keeps_shared_padding,
+         "rule: BatchKVCache.filter trims the left padding every kept row shares (FACTS.md); "
+         "no zoo model before afm7 could see the untrimmed columns on the CPU"),
     # -- subjects: an adapter's bookkeeping between an engine and the protocol (issue 25);
     # any subject, in-process or as a peer (`batchlab selftest --engine E`)
     _bug("subject-step-late",

@@ -31,6 +31,7 @@ from mlx import nn
 
 from batchlab.defaults import DEFAULT_PROMPT_CACHE_SIZE
 from batchlab.engine.core.config import ScheduleConfig
+from batchlab.engine.core.layers import key_width_reader, scalar_offset_reader
 from batchlab.engine.core.sampler import RowSampler
 from batchlab.engine.core.scheduler import Scheduler
 from batchlab.engine.paths.invariant.path import InvariantScheduler
@@ -68,6 +69,15 @@ class ServeEngine:
             # step raised and took every running row down (`batchlab http check` found it)
             prompt_cache_size = 0
         prompt_cache = PromptCache(prompt_cache_size, prompt_cache_bytes)
+        reader = scalar_offset_reader(model) or key_width_reader(model)
+        if reader is not None and max_batch > 1:
+            # per-row offsets crash a scalar-offset reader (every request of a batch failed
+            # with a 500: zoo3's llama-dynamic); a key-width reader (afm7) answers a padded
+            # row wrongly, as mlx-lm's batch mode does. One row at a time, each is right.
+            log.warning("%s reads the offset or its keys' width, which batching changes: "
+                        "decoding one request at a time (decode concurrency 1, not %d)",
+                        reader, max_batch)
+            max_batch = 1
         self.max_batch = max_batch
         self.row_cost: RowCost = measure_row_cost(model, scheduler_class)
         self.kv_budget = kv_budget

@@ -199,13 +199,20 @@ def logical_param_count(loaded: LoadedModel) -> int:
     return total
 
 
+# Token tables by name; a learned position table (gpt2's ``wpe``, 64 rows in the zoo)
+# sorts before gpt2's ``wte`` and was taken for the vocabulary: serve refused ids >= 64.
+_TOKEN_TABLES = ("embed_tokens", "wte")
+_POSITION_TABLES = ("wpe", "position")
+
+
 def vocab_size(model: nn.Module) -> int:
     """Rows of the token embedding: the ids a random prompt may use."""
     tables = [(name, m) for name, m in model.named_modules()
               if isinstance(m, (nn.Embedding, nn.QuantizedEmbedding))]
     for name, table in tables:
-        if name.endswith("embed_tokens"):
+        if name.rsplit(".", 1)[-1] in _TOKEN_TABLES:
             return table.weight.shape[0]
+    tables = [(n, t) for n, t in tables if not any(p in n for p in _POSITION_TABLES)]
     if not tables:
         raise ValueError("the model has no embedding table to draw prompt ids from")
     return tables[0][1].weight.shape[0]

@@ -315,6 +315,134 @@ _SPECS = [
         head_dim=16, norm_eps=1e-5, a_low_rank_dim=8, v_low_rank_dim=8, gate_low_rank_dim=8,
         decay_low_rank_dim=8, tie_word_embeddings=False,
     ),
+    # ==== zoo3: attention that depends on what batching changes: the position (RoPE
+    # variants and attention scales keyed on it, read from per-row offsets) and the head
+    # layout (query heads per KV head). Appended as a block so other branches' specs merge.
+    # Ministral 3: yarn RoPE and llama4-style attention temperature, queries scaled by
+    # 1 + beta * log(1 + floor(position / original_max)), computed once per forward from
+    # layer 0's cache offset (a ring here): original_max 8, so a cell's rows cross
+    # positions 8, 16 and 24 at different steps; sliding layer 0 (window 8), full layer 1.
+    _spec(
+        "ministral3", "ministral3", "bfloat16", "Ministral 3 (yarn, position-keyed attention scale)",
+        notes="layers sliding8/full; queries x (1 + 0.1 log(1 + floor(pos / 8))), pos from "
+              "cache[0].offset per row; yarn factor 16 over original_max 8",
+        **_ATTN, num_hidden_layers=2, intermediate_size=128, head_dim=16, rms_norm_eps=1e-5,
+        max_position_embeddings=128, tie_word_embeddings=True, sliding_window=8,
+        layer_types=["sliding_attention", "full_attention"],
+        rope_parameters={"rope_type": "yarn", "rope_theta": 1000000.0, "factor": 16.0,
+                         "original_max_position_embeddings": 8, "beta_fast": 32.0,
+                         "beta_slow": 1.0, "mscale": 1.0, "mscale_all_dim": 1.0,
+                         "llama_4_scaling_beta": 0.1},
+    ),
+    # Head layouts: every model above groups 2 query heads per KV head (llama-hd96: 2 over
+    # 1); kernels that fold the group into rows (the fast path's grouped decode attention,
+    # the invariant row kernels) see G=4 and G=8 (MQA) only here.
+    _spec(
+        "llama-g4", "llama", "bfloat16", "Llama 3 8B/70B head grouping (G=4: 8 query heads over 2 KV)",
+        notes="8 query heads of 16 over 2 KV heads; else the tiny llama (no rope scaling)",
+        hidden_size=64, num_attention_heads=8, num_key_value_heads=2, vocab_size=VOCAB_SIZE,
+        num_hidden_layers=2, intermediate_size=128, head_dim=16, rms_norm_eps=1e-5,
+        rope_theta=500000.0, max_position_embeddings=131072, tie_word_embeddings=True,
+    ),
+    _spec(
+        "qwen3-mqa", "qwen3", "bfloat16", "multi-query attention (G=8: 8 query heads over 1 KV)",
+        notes="8 query heads of 64 over one KV head, q/k norm; head_dim 64 so the quantized "
+              "KV paths (groups of 64) and the GPU's fused decode kernels take it",
+        hidden_size=64, num_attention_heads=8, num_key_value_heads=1, vocab_size=VOCAB_SIZE,
+        num_hidden_layers=2, intermediate_size=128, head_dim=64, rms_norm_eps=1e-6,
+        rope_theta=1000000.0, max_position_embeddings=40960, tie_word_embeddings=True,
+    ),
+    # Phi-3: longrope (SuScaledRoPE: per-frequency factors and an mscale on the rotated
+    # part), partial rotary (8 of 16 dims), one fused qkv projection. HF picks short or
+    # long factors by the sequence length; mlx-lm 0.32.2 always uses the long ones, so no
+    # row's length picks for another (docs/regimes.md).
+    _spec(
+        "phi3", "phi3", "bfloat16", "Phi-3 / Phi-4-mini (longrope, partial rotary, fused qkv)",
+        notes="4 heads of 16 over 2 KV heads, rotary on 8 dims with long factors 1/2/4/8 and "
+              "mscale sqrt(2) (64 / original 8)",
+        **_ATTN, num_hidden_layers=2, intermediate_size=128, rms_norm_eps=1e-5,
+        rope_theta=10000.0, partial_rotary_factor=0.5, max_position_embeddings=64,
+        original_max_position_embeddings=8, tie_word_embeddings=False,
+        rope_scaling={"type": "longrope", "short_factor": [1.0, 1.5, 2.0, 2.5],
+                      "long_factor": [1.0, 2.0, 4.0, 8.0]},
+    ),
+    # Dynamic NTK RoPE (llama's rope_scaling "dynamic"): the base grows with the sequence
+    # length past max_position_embeddings (16 here: 26-id prompts cross it in prefill, and
+    # serve's context limit still takes a 5-id prompt and 8 tokens), computed in Python
+    # from the offset.
+    # mlx-lm's batch mode passes per-row offsets, and `max(L + offset, 8)` on a (B,)
+    # array raises at B > 1: batch-crash ORACLE-BUG cells; B=1 runs.
+    _spec(
+        "llama-dynamic", "llama", "bfloat16", "Llama / InternLM2 with dynamic NTK RoPE",
+        notes="rope_scaling dynamic, factor 4 past 16 positions; mlx-lm's batch mode "
+              "crashes at B > 1 (ORACLE-BUG)",
+        **_ATTN, num_hidden_layers=2, intermediate_size=128, head_dim=16, rms_norm_eps=1e-5,
+        rope_theta=10000.0, max_position_embeddings=16, tie_word_embeddings=True,
+        rope_scaling={"type": "dynamic", "factor": 4.0},
+    ),
+    # Learned absolute positions: the embedding of each row's own position, looked up from
+    # the offset. gpt2 per row (``arange(L) + offset[..., None]``); gpt_bigcode (StarCoder
+    # 1, SantaCoder) through ``np.arange(offset, offset + L)``, one number: its batch mode
+    # raises at B > 1 (ORACLE-BUG), as llama-dynamic's. Both: LayerNorm and biases.
+    _spec(
+        "gpt2", "gpt2", "bfloat16", "GPT-2 (learned absolute positions per row, LayerNorm, biases)",
+        notes="2 layers, 4 heads of 16 (MHA, as GPT-2), 64 learned positions, fused c_attn",
+        n_ctx=64, n_embd=64, n_head=4, n_layer=2, n_positions=64, layer_norm_epsilon=1e-5,
+        vocab_size=VOCAB_SIZE,
+    ),
+    _spec(
+        "gpt-bigcode", "gpt_bigcode", "bfloat16", "StarCoder 1 / SantaCoder (MQA, learned positions)",
+        notes="2 layers, 4 query heads over one KV head; positions np.arange(offset, offset + L): "
+              "mlx-lm's batch mode crashes at B > 1 (ORACLE-BUG)",
+        n_embd=64, n_layer=2, n_inner=128, n_head=4, n_positions=64, layer_norm_epsilon=1e-5,
+        vocab_size=VOCAB_SIZE, multi_query=True,
+    ),
+    # NoPE global layers beside RoPE'd sliding ones: EXAONE 4 (pattern LLLG, q/k norm) and
+    # Command R7B / cohere2 (every 4th layer global, parallel attention + MLP block,
+    # LayerNorm, logit scale): a global layer reads no offset at all.
+    _spec(
+        "exaone4", "exaone4", "bfloat16", "EXAONE 4.0 (sliding RoPE layers, NoPE global layer, q/k norm)",
+        notes="layers L L L G: window 8 with RoPE, then a full layer without; the pattern "
+              "string is mlx-lm's (transformers' config class rejects it: tokenizer_for reads "
+              "the files)",
+        **_ATTN, num_hidden_layers=4, intermediate_size=128, rms_norm_eps=1e-5,
+        max_position_embeddings=4096, rope_theta=1000000.0, head_dim=16,
+        tie_word_embeddings=True, rope_scaling=None, sliding_window=8,
+        sliding_window_pattern="LLLG",
+    ),
+    _spec(
+        "cohere2", "cohere2", "bfloat16", "Command R7B (cohere2: sliding RoPE + NoPE global, parallel block)",
+        notes="layers 0-2 sliding (window 8, RoPE), layer 3 full without RoPE; logit_scale 1 "
+              "(the real 0.0625 flattens a random head's logits to ties)",
+        **_ATTN, head_dim=16, num_hidden_layers=4, intermediate_size=128, rope_theta=50000.0,
+        layer_norm_eps=1e-5, logit_scale=1.0, sliding_window=8, sliding_window_pattern=4,
+    ),
+    # Granite 4.0 hybrid: Mamba-2 layers, an attention layer and MoE (SwitchGLU + a shared
+    # expert) in every layer, muP multipliers; float32 (GatherMM on the CPU).
+    _spec(
+        "granite-hybrid", "granitemoehybrid", "float32", "Granite 4.0 hybrid (Mamba-2 + attention + MoE)",
+        notes="layers mamba/attention/mamba, each with a 4-expert top-2 MoE (experts 64 "
+              "wide) and a shared expert; Mamba-2 8 heads of 16, state 32",
+        **_ATTN, intermediate_size=64, num_hidden_layers=3, max_position_embeddings=4096,
+        attention_bias=False, embedding_multiplier=12.0, attention_multiplier=0.0625,
+        logits_scaling=1.0, residual_multiplier=0.22, layer_types=["mamba", "attention", "mamba"],
+        rms_norm_eps=1e-6, num_local_experts=4, num_experts_per_tok=2,
+        shared_intermediate_size=32, mamba_n_heads=8, mamba_d_head=16, mamba_proj_bias=False,
+        mamba_d_state=32, mamba_d_conv=4, mamba_n_groups=1, mamba_conv_bias=True,
+        rope_theta=10000.0,
+    ),
+    # Apple Foundation Model (afm7): the last layer reuses the previous layer's keys and
+    # values (no cache of its own) and rotates its queries at ``S - L``, S the width of the
+    # keys it is handed: in a batch the padded width, not the row's position. mlx-lm's
+    # batch mode is wrong for every row shorter than the longest (ORACLE-BUG).
+    _spec(
+        "afm7", "afm7", "bfloat16", "Apple Foundation Model (KV-reuse layer, queries at the key width)",
+        notes="3 layers: 2 with caches, a KV-reuse layer; fused qkv, fake 8-bit K/V, q/k "
+              "norm; 4 heads of 16 over 2 KV heads",
+        vocab_size=VOCAB_SIZE, hidden_dim=64, num_layers=3, num_kv_reuse_layers=1,
+        num_heads=4, num_kv_heads=2, hidden_dim_scale_factor=2.0, rope_theta=50000.0,
+        rms_norm_eps=1e-5,
+    ),
 ]
 # fmt: on
 

@@ -63,6 +63,9 @@ _NAMED_RANGES = {
     "k_k": (0.5, 1.5),  # rwkv7: the key's gain before its l2 norm (the delta rule's key)
     "k_a": (0.5, 1.5),  # rwkv7: how far the in-context learning rate scales the key
     "r_k": (-0.5, 0.5),  # rwkv7: the receptance x key bonus per channel
+    # afm7: the step of the fake 8-bit quantization of keys and values (x / s rounded,
+    # clipped to int8): normed keys of size ~1-3 keep 8 bits at ~0.03
+    "quant_key_scale": (0.02, 0.04), "quant_value_scale": (0.01, 0.03),
 }
 
 

@@ -57,6 +57,18 @@ PINNED = {
     "deepseek-v3": ("deepseek-v3-dc4d74900d8a", "5c0673bf536fb728"),
     "kimi-linear": ("kimi-linear-dfab6de9c010", "c2ed06db87cb309e"),
     "rwkv7": ("rwkv7-2328e6080a25", "bb51b9c1acdd0885"),
+    # zoo3
+    "ministral3": ("ministral3-83e401aa1a38", "8763b569fdfc38ac"),
+    "llama-g4": ("llama-g4-c26bb2f49fd1", "505b3fae4a2c27e6"),
+    "qwen3-mqa": ("qwen3-mqa-d54461bda934", "fdfdaead32a89c62"),
+    "phi3": ("phi3-f1afc1ad9a69", "fd296c536b4cc863"),
+    "llama-dynamic": ("llama-dynamic-4508822ef7f3", "d99d763b9a7cc296"),
+    "gpt2": ("gpt2-42d3b32bb98b", "331386a49d14fbab"),
+    "gpt-bigcode": ("gpt-bigcode-14a089106b58", "536c228b31b1ac4f"),
+    "exaone4": ("exaone4-30ae4b947108", "9de7a34c8ef35862"),
+    "cohere2": ("cohere2-c19da525fbb3", "4a3c82daa58ad1f1"),
+    "granite-hybrid": ("granite-hybrid-56a53d501b9a", "95051960a6fc9242"),
+    "afm7": ("afm7-f9bf21a4998f", "e2187881c5744c98"),
 }
 
 # name -> the stamp goldens carry (batchlab.golden.check.model_fingerprint): weights plus a
@@ -90,6 +102,18 @@ GOLDEN_STAMPS = {
     "deepseek-v3": "5c0673bf536fb728+cfg4e653170",
     "kimi-linear": "c2ed06db87cb309e+cfgdbf544d7",
     "rwkv7": "bb51b9c1acdd0885+cfg9d3e8c2a",
+    # zoo3
+    "ministral3": "8763b569fdfc38ac+cfgd0a61f92",
+    "llama-g4": "505b3fae4a2c27e6+cfg9f3a3eab",
+    "qwen3-mqa": "fdfdaead32a89c62+cfgc9961152",
+    "phi3": "fd296c536b4cc863+cfg2182ae2f",
+    "llama-dynamic": "d99d763b9a7cc296+cfgb96d21da",
+    "gpt2": "331386a49d14fbab+cfga91a6326",
+    "gpt-bigcode": "536c228b31b1ac4f+cfg3aaf2601",
+    "exaone4": "9de7a34c8ef35862+cfg415d67fb",
+    "cohere2": "4a3c82daa58ad1f1+cfg8a4352e4",
+    "granite-hybrid": "95051960a6fc9242+cfg1cff165e",
+    "afm7": "e2187881c5744c98+cfg3b0e57cd",
 }
 
 LAYER_KINDS = {
@@ -119,6 +143,18 @@ LAYER_KINDS = {
     "deepseek-v3": "full×2 +mla",
     "kimi-linear": "ssm×2 full +mla",
     "rwkv7": "ssm×2",
+    # zoo3
+    "ministral3": "sliding8 full",
+    "llama-g4": "full×2",
+    "qwen3-mqa": "full×2",
+    "phi3": "full×2",
+    "llama-dynamic": "full×2",
+    "gpt2": "full×2",
+    "gpt-bigcode": "full×2",
+    "exaone4": "sliding8×3 full",
+    "cohere2": "sliding8×3 full",
+    "granite-hybrid": "ssm×2 full +moe",
+    "afm7": "full×2",
 }
 
 

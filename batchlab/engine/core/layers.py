@@ -101,6 +101,43 @@ def uses_latent_attention(model) -> bool:
                for _, m in model.named_modules())
 
 
+# Modules that read the position offset as one Python number: dynamic NTK RoPE
+# (``max(L + offset, n)``, ``if seq_len > n``: the base grown from the sequence length) and
+# gpt_bigcode's learned positions (``np.arange(offset, offset + L)``). A batch's per-row
+# offsets (a (B,) array) make them raise at B > 1, in mlx-lm's batch mode too (ORACLE-BUG
+# cells ``l1/llama-dynamic/B3/*``, ``l1/gpt-bigcode/B3/*``), and inside ``mx.compile``.
+SCALAR_OFFSET_READERS = frozenset({
+    "mlx_lm.models.rope_utils.DynamicNTKScalingRoPE",
+    "mlx_lm.models.internlm3.DynamicNTKScalingRoPE",
+    "mlx_lm.models.gpt_bigcode.GPTBigCodeModel",
+})
+
+
+# Modules that place their queries by the width of the keys they are handed: afm7's
+# KV-reuse attention rotates them at ``S - L``. In a padded batch S is the batch's width,
+# so mlx-lm's batch mode misplaces every shorter row (ORACLE-BUG, ``l1/afm7/B3/*``).
+KEY_WIDTH_READERS = frozenset({"mlx_lm.models.afm7.KVReuseAttention"})
+
+
+def _first_module(model, names: frozenset[str]) -> str | None:
+    for _, m in model.named_modules():
+        if f"{type(m).__module__}.{type(m).__name__}" in names:
+            return type(m).__name__
+    return None
+
+
+def scalar_offset_reader(model) -> str | None:
+    """The class name of a module in ``model`` that needs the offset as a Python number
+    (``SCALAR_OFFSET_READERS``), or None."""
+    return _first_module(model, SCALAR_OFFSET_READERS)
+
+
+def key_width_reader(model) -> str | None:
+    """The class name of a module in ``model`` that reads its keys' width as the
+    position (``KEY_WIDTH_READERS``), or None."""
+    return _first_module(model, KEY_WIDTH_READERS)
+
+
 def leaves(caches: Sequence) -> Iterator:
     """Every cache of a layer list, a ``CacheList``'s or ``BatchList``'s parts in place
     of the list (the one walker over them)."""

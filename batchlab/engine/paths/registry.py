@@ -36,6 +36,11 @@ from batchlab.engine.paths.invariant.path import (
 )
 from batchlab.engine.paths.paged.path import PagedScheduler
 from batchlab.engine.paths.quantized.path import KVScheme, refuses_quantized, scheduler_for
+from batchlab.engine.paths.refusals import (
+    first_refusal,
+    key_width_refusal,
+    scalar_offset_refusal,
+)
 
 
 class Unsupported(ValueError):
@@ -75,7 +80,13 @@ PATHS: dict[str, EnginePath] = {
     "l1": EnginePath(name="l1", scheduler=Scheduler),
     "fast": EnginePath(name="fast", scheduler=FastScheduler),
     "compiled": EnginePath(name="compiled", scheduler=CompiledScheduler,
-                           refuses=unsupported_reason),
+                           refuses=first_refusal(
+                               unsupported_reason,
+                               scalar_offset_refusal(
+                                   "compiled", "the traced decode step hands it an array"),
+                               key_width_refusal(
+                                   "compiled", "the traced decode step hands it a fixed-width "
+                                   "buffer and no keys_and_values"))),
 }
 
 
@@ -101,14 +112,28 @@ for _bits, _group_size, _start in ((8, 64, 0), (4, 64, 0), (8, 32, 0), (4, 32, 0
                                    (8, 64, 8), (4, 64, 8)):
     kv_path_for(_bits, _group_size, _start)  # kv8 kv4 kv8-g32 kv4-g32 kv8-s8 kv4-s8
 
+# why the invariant paths cannot run them: a batch invariant to B must run B > 1, and
+# the blocked path pads even one row to a block of rows
+_ROWS_AS_ARRAY = "a batch of rows (a padded GEMM block, even for one row) hands it one offset a row"
+_PADDED_WIDTH = ("a batch hands a row its keys at the batch's padded width, so the row "
+                 "alone would see other positions")
+
+
+def _invariant_refusal(path: str, row_block: int | None) -> Callable[[nn.Module], str | None]:
+    return first_refusal(refuses_latent_attention(row_block),
+                         scalar_offset_refusal(path, _ROWS_AS_ARRAY),
+                         key_width_refusal(path, _PADDED_WIDTH))
+
+
 PATHS.update({
     "kvmix": _kv_path("kvmix", KVScheme(bits=4, high_bits=8)),
     "kv4h": _kv_path("kv4h", KVScheme(bits=4, rotated=True)),
     "invariant": EnginePath(name="invariant", scheduler=InvariantScheduler,
-                            refuses=refuses_latent_attention(InvariantScheduler.row_block)),
+                            refuses=_invariant_refusal("invariant",
+                                                       InvariantScheduler.row_block)),
     "invariant-blocked": EnginePath(
         name="invariant-blocked", scheduler=BlockedInvariantScheduler,
-        refuses=refuses_latent_attention(BlockedInvariantScheduler.row_block)),
+        refuses=_invariant_refusal("invariant-blocked", BlockedInvariantScheduler.row_block)),
     # the invariance gate's negative control: l1 under the solo judge, which it must fail
     # on a GPU (matrices/invariant-control.toml)
     "l1-solo": EnginePath(name="l1-solo", scheduler=Scheduler),
