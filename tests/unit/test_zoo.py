@@ -57,6 +57,7 @@ PINNED = {
     "deepseek-v3": ("deepseek-v3-dc4d74900d8a", "5c0673bf536fb728"),
     "kimi-linear": ("kimi-linear-dfab6de9c010", "c2ed06db87cb309e"),
     "rwkv7": ("rwkv7-2328e6080a25", "bb51b9c1acdd0885"),
+    "llama-mha": ("llama-mha-166337248bf4", "6abc3e17b6b03b67"),
 }
 
 # name -> the stamp goldens carry (batchlab.golden.check.model_fingerprint): weights plus a
@@ -90,6 +91,7 @@ GOLDEN_STAMPS = {
     "deepseek-v3": "5c0673bf536fb728+cfg4e653170",
     "kimi-linear": "c2ed06db87cb309e+cfgdbf544d7",
     "rwkv7": "bb51b9c1acdd0885+cfg9d3e8c2a",
+    "llama-mha": "6abc3e17b6b03b67+cfg11d4da65",
 }
 
 LAYER_KINDS = {
@@ -119,6 +121,7 @@ LAYER_KINDS = {
     "deepseek-v3": "full×2 +mla",
     "kimi-linear": "ssm×2 full +mla",
     "rwkv7": "ssm×2",
+    "llama-mha": "full×2",
 }
 
 
