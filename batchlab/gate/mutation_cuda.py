@@ -195,7 +195,10 @@ def run_mutants(args, names: list[str], clean: dict[str, dict]) -> None:
     from batchlab.gate.mutation_shim import stem
 
     deadline = time.time() + args.seconds
-    queue = [(n, killers(stem(n), clean)) for n in names]
+    # no-cells verdicts at once, then the mutants with the most killers first: a survivor
+    # runs all of them (up to the cap) while the quick kills fill the later slots
+    queue = sorted(((n, killers(stem(n), clean)) for n in names), key=lambda q: -len(q[1]))
+    queue.sort(key=lambda q: bool(q[1]))
     running: dict[str, tuple[subprocess.Popen, float, Path, list[str]]] = {}
     with (args.out / "mutants.jsonl").open("w") as sink:
         def finish(name: str, timed_out: bool) -> None:
