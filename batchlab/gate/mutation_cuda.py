@@ -47,9 +47,11 @@ def killers(stem: str, cells: dict[str, dict]) -> list[str]:
     return sorted(hit, key=lambda c: (cells[c]["seconds"], c))
 
 
-def _clear_kernel_caches() -> None:
-    """Forget the built kernels and uploaded spans, so the next cell builds them again
-    (and records the functions that build them)."""
+def _fresh_state() -> None:
+    """Before each cell: forget the built kernels and uploaded spans, so the cell builds
+    them again (and records the functions that build them), and undo the attention
+    dispatch, so the cell's oracle runs mlx-lm's own helper unless its engine installs
+    the dispatch (a worker of ``matrix run`` keeps it from cell to cell)."""
     import functools
 
     from batchlab.engine.kernels import row_attention, row_prefill
@@ -59,6 +61,13 @@ def _clear_kernel_caches() -> None:
             if isinstance(value, functools._lru_cache_wrapper):
                 value.cache_clear()
     row_prefill._SPANS.clear()
+    # mlx-lm's helper back in its model modules: the next cell's install_dispatch makes
+    # the dispatch closure again (make_dispatch runs once per process otherwise, and its
+    # mutants live in the closure that every later cell calls)
+    for name, module in list(sys.modules.items()):
+        helper = getattr(module, "scaled_dot_product_attention", None)
+        if name.startswith("mlx_lm.models.") and hasattr(helper, "original"):
+            module.scaled_dot_product_attention = helper.original
 
 
 def _evaluate(cell, ref, limit: float) -> tuple[str, str]:
@@ -102,7 +111,7 @@ def map_shard(ids: list[str], matrix: str, live: bool, deadline: float, out: Pat
             if time.time() > deadline:
                 sink.write(json.dumps({"cell": cid, "status": "not run (deadline)"}) + "\n")
                 continue
-            _clear_kernel_caches()
+            _fresh_state()
             start = time.perf_counter()
             with recording() as called:
                 status, detail = _evaluate(cells[cid], ref, max(60.0, deadline - time.time()))
@@ -128,6 +137,7 @@ def mutant_child(name: str, ids: list[str], clean: dict, matrix: str, live: bool
         out.write_text(json.dumps({"status": "running", "by": cid, "cells_run": run,
                                    "cells": len(ids)}))
         limit = max(CELL_FLOOR, CELL_FACTOR * clean[cid]["seconds"])
+        _fresh_state()  # as the map ran it
         status, detail = _evaluate(cells[cid], ref, limit)
         run += 1
         if status != clean[cid]["status"]:
