@@ -7,7 +7,8 @@
 # rwkv7 (ORACLE-BUG); trimmed to fit the device minutes left after a failed start), then each mutant in a fresh interpreter
 # against the cells that called its function and PASSed clean, fail-fast.
 # Carried: .gpu-stage/mut7 (tree.tgz: the branch's batchlab/ matrices/ pyproject.toml;
-# mutants.tgz: mutmut's trampolined copies of the 7 files; gpu-names.txt).
+# mutants.tgz: mutmut's trampolined copies of the 7 files; cuda-names.txt: the 38
+# GPU-class mutants and the two int64 row-int uploads the CPU cells leave capped).
 # Run after the three staging calls:
 #   source .gpu-stage/h200f/q4/install.sh && bash .gpu-stage/mut7/s12-mut7-gpu.sh
 # Local trial (MLX's CPU, no staging): TRIAL=1 PY=.venv/bin/python S=... OUT=... bash ...
@@ -34,9 +35,9 @@ print(' '.join(sorted({c.model for c in select(load_matrix(Path('$MATRIX')), '''
 log "models: $MODELS"
 for m in $MODELS; do timeout 90 $PY -m batchlab zoo build $m > /dev/null 2>&1 & done; wait
 log "zoo built: $(ls $BATCHLAB_CACHE/zoo | wc -l) models"
-timeout ${LIMIT:-200} $PY -m batchlab.gate.mutation_cuda --names $S/gpu-names.txt \
+timeout ${LIMIT:-140} $PY -m batchlab.gate.mutation_cuda --names ${NAMES:-$S/cuda-names.txt} \
   --matrix $MATRIX --filter "$FILTER" $SKIP --live --shards ${SHARDS:-14} \
-  --parallel ${PARALLEL:-14} --map-seconds ${MAPSEC:-50} --seconds ${MUTSEC:-90} \
-  --cap ${CAP:-30} --work /tmp/m7w --out $OUT 2>&1 | grep -v transformers | tee -a $OUT/log.txt
+  --parallel ${PARALLEL:-14} --map-seconds ${MAPSEC:-30} --seconds ${MUTSEC:-55} \
+  --cap ${CAP:-20} --work /tmp/m7w --out $OUT 2>&1 | grep -v transformers | tee -a $OUT/log.txt
 log "done: exit ${PIPESTATUS[0]}; $(wc -l < $OUT/map.jsonl) map lines, $(wc -l < $OUT/mutants.jsonl) mutant lines"
 tail -n 3 /tmp/m7w/map.0.log /tmp/m7w/m.0.log 2>/dev/null | grep -v transformers | tail -8
