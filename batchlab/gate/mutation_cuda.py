@@ -37,7 +37,7 @@ import sys
 import time
 from pathlib import Path
 
-CELL_FLOOR = 60.0  # seconds: the first cell of a process pays CUDA's kernel compilation
+CELL_FLOOR = 45.0  # seconds: the first cell of a process pays CUDA's kernel compilation
 CELL_FACTOR = 10.0
 
 
@@ -114,7 +114,7 @@ def map_shard(ids: list[str], matrix: str, live: bool, deadline: float, out: Pat
             _fresh_state()
             start = time.perf_counter()
             with recording() as called:
-                status, detail = _evaluate(cells[cid], ref, max(60.0, deadline - time.time()))
+                status, detail = _evaluate(cells[cid], ref, CELL_FLOOR)
             sink.write(json.dumps({"cell": cid, "status": status, "detail": detail[:400],
                                    "seconds": round(time.perf_counter() - start, 2),
                                    "functions": sorted(called)}) + "\n")
@@ -184,7 +184,7 @@ def run_map(args, ids: list[str]) -> dict[str, dict]:
             stderr=_log(args.work / f"map.{i}.log")))
     for p in procs:
         try:
-            p.wait(timeout=max(1.0, deadline + 90 - time.time()))
+            p.wait(timeout=max(1.0, deadline + CELL_FLOOR + 10 - time.time()))
         except subprocess.TimeoutExpired:
             p.kill()
     cells: dict[str, dict] = {}
