@@ -23,6 +23,13 @@ cd $W && export PYTHONPATH=${SITE:-/tmp/site}:$W
 log "unpacked: $($PY -c 'import mlx.core as mx, mlx_lm; print(mx.__version__, mx.default_device(), mlx_lm.__version__)' 2>&1 | tail -1); $(grep -l mutmut_orig -r batchlab/engine | wc -l) mutated files"
 [ -z "${TRIAL:-}" ] && { $PY -c 'import mlx.core as mx; assert mx.default_device() == mx.gpu' || { log "not MLX's GPU"; exit 1; }; }
 FILTER=${FILTER:-"invariant/,invariant-blocked/,kv4h/llama-hd64,kv8/llama-hd64/B4/ragged/join-evict/ctx-wrap,kv4-s8/llama-hd64/B1/equal/static/ctx-short,l1/gemma3/B3/ragged/join-evict/ctx-wrap,l1/qwen3.5/B3/equal/static/ctx-short,l1/mamba2/B3/equal/static/ctx-short,l1/llama-mha/"}
+# EXPRESS=1: 14 cells (one a map shard: the invariant paths on llama, gemma3, qwen3.5,
+# gemma4-e4b, llama-mha; l1 on a ring and an unpadded SSM batch; one kv cell) and short
+# phases, for a call that must fit in about two minutes
+if [ -n "${EXPRESS:-}" ]; then
+  FILTER="invariant-blocked/llama/B12/needle/join-evict/ctx-short/steps6,invariant-blocked/gemma3/B12/needle/join-evict/ctx-short/steps6,invariant-blocked/qwen3.5/B12/needle/join-evict/ctx-short/steps6,invariant-blocked/gemma4-e4b/B12/needle/join-evict/ctx-short/steps6,invariant/llama/B8/needle/join-evict/ctx-short,invariant/gemma3/B8/needle/join-evict/ctx-short,invariant/qwen3.5/B8/needle/join-evict/ctx-short,invariant/llama-mha/,invariant-blocked/llama-mha/,invariant/gemma4-e4b/,l1/gemma3/B3/ragged/join-evict/ctx-wrap,l1/qwen3.5/B3/equal/static/ctx-short,kv8/llama-hd64/B4/ragged/join-evict/ctx-wrap,invariant-blocked/llama/B8/ragged/static/ctx-short/steps6"
+  MAPSEC=${MAPSEC:-5} MUTSEC=${MUTSEC:-50} CAP=${CAP:-15} LIMIT=${LIMIT:-110} PARALLEL=${PARALLEL:-16}
+fi
 SKIP="--skip-model deepseek-v3 --skip-model kimi-linear --skip-model rwkv7"  # CUDA refuses MLA; rwkv7 is ORACLE-BUG
 # the zoo models those cells use, built once, side by side (14 map shards would race)
 MATRIX=${MATRIX:-$S/mutation-default.toml}  # the default matrix less the real model (no network there)
