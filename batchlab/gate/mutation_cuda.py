@@ -297,6 +297,7 @@ def main() -> None:
                  key=lambda i: (i.split("/")[1], i))
     names = [n.strip() for n in args.names.read_text().splitlines() if n.strip()]
     if args.map_file:
+        (args.out / "map.jsonl").write_text(args.map_file.read_text())
         clean = {r["cell"]: r for r in map(json.loads, args.map_file.read_text().splitlines())
                  if "functions" in r}
     else:

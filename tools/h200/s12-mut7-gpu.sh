@@ -11,6 +11,8 @@
 # GPU-class mutants and the two int64 row-int uploads the CPU cells leave capped).
 # Run after the three staging calls:
 #   source .gpu-stage/h200f/q4/install.sh && bash .gpu-stage/mut7/s12-mut7-gpu.sh
+# MAPFILE=cuda-map.jsonl: a clean CUDA map made by an earlier call (carried): no map
+# phase, the mutants only (EXPRESS's cells, their zoo models built as with a map).
 # Local trial (MLX's CPU, no staging): TRIAL=1 PY=.venv/bin/python S=... OUT=... bash ...
 set -u
 T0=$(date +%s)
@@ -45,6 +47,6 @@ log "zoo built: $(ls $BATCHLAB_CACHE/zoo | wc -l) models"
 timeout ${LIMIT:-140} $PY -m batchlab.gate.mutation_cuda --names ${NAMES:-$S/cuda-names.txt} \
   --matrix $MATRIX --filter "$FILTER" $SKIP --live --shards ${SHARDS:-14} \
   --parallel ${PARALLEL:-14} --map-seconds ${MAPSEC:-30} --seconds ${MUTSEC:-55} \
-  --cap ${CAP:-20} --work /tmp/m7w --out $OUT 2>&1 | grep -v transformers | tee -a $OUT/log.txt
+  --cap ${CAP:-20} ${MAPFILE:+--map-file $S/$MAPFILE} --work /tmp/m7w --out $OUT 2>&1 | grep -v transformers | tee -a $OUT/log.txt
 log "done: exit ${PIPESTATUS[0]}; $(wc -l < $OUT/map.jsonl) map lines, $(wc -l < $OUT/mutants.jsonl) mutant lines"
 tail -n 3 /tmp/m7w/map.0.log /tmp/m7w/m.0.log 2>/dev/null | grep -v transformers | tail -8
