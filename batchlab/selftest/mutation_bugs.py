@@ -99,9 +99,9 @@ def row_attention_not_dispatched() -> list[Patch]:
     (``install_dispatch`` a no-op: mutants ``install_dispatch`` 15, 17, 18, 19 and
     ``make_dispatch`` 10 of round 3's sample). Blocked on the CPU, the decode batch is
     padded to whole 8-row GEMM blocks while each cache holds the batch's own rows, so
-    mlx-lm's helper meets queries and keys of different batch sizes: on a multi-head
-    model (as many KV heads as query heads) that is a crash; the GQA cells of the default
-    matrix kept their status (round 7: reports/mutation/2026-12-02-r7/)."""
+    mlx-lm's helper meets queries and keys of different batch sizes: a crash, wherever
+    prompts are prefilled together (no ring or state); round 3 had called these mutants
+    "gpu only in effect" (round 7: reports/mutation/2026-12-02-r7/)."""
     import sys
 
     from batchlab.engine.paths.invariant import path as invariant_path
