@@ -461,6 +461,15 @@ CATALOG: tuple[SeededBug, ...] = (
          "rule: an unwrapped ring's unused tail is not keys (single.py ring_temporal); "
          "mutant ring_temporal__mutmut_4 passed l1's prefix-decoded cell, whose ring "
          "merge hides it (reports/mutation/2026-12-02-r5)"),
+    # -- mutation round 7 (reports/mutation/2026-12-02-r7/)
+    _bug("invariant-row-attention-not-dispatched",
+         "invariant-blocked/llama-mha/B8/needle/join-evict/ctx-short/steps6,"
+         "invariant-blocked/llama/B12/needle/join-evict/ctx-short/steps6",
+         mutation_bugs.row_attention_not_dispatched,
+         "rule: blocked invariant decode runs its own row attention (attention_dispatch); "
+         "round 3 called its 5 mutants 'gpu only in effect' and rounds 4-6 ran them on "
+         "CUDA only: the padded decode batch (issue 28) makes them crash on the CPU",
+         caught_as="ERROR"),
     # -- the outside tester's second round: its misses, closed (reports/gate/outside-tester-r2/)
     _bug("default-window-cut-keeps-padding", "invariant/*/B2/ragged/static/ctx-wrap/steps10",
          invariant_bugs.window_cut_keeps_padding,

@@ -92,3 +92,25 @@ def quantized_ring_join_keeps_unused_tail() -> list[Patch]:
         return v[..., :idx, :]
 
     return [Patch(owner=quantized_ring, name="ring_temporal", value=ring_temporal)]
+
+
+def row_attention_not_dispatched() -> list[Patch]:
+    """The invariant path never routes mlx-lm's attention helper to its row kernels
+    (``install_dispatch`` a no-op: mutants ``install_dispatch`` 15, 17, 18, 19 and
+    ``make_dispatch`` 10 of round 3's sample). Blocked on the CPU, the decode batch is
+    padded to whole 8-row GEMM blocks while each cache holds the batch's own rows, so
+    mlx-lm's helper meets queries and keys of different batch sizes: a crash, wherever
+    prompts are prefilled together (no ring or state); round 3 had called these mutants
+    "gpu only in effect" (round 7: reports/mutation/2026-12-02-r7/)."""
+    import sys
+
+    from batchlab.engine.paths.invariant import path as invariant_path
+
+    patches = [Patch(owner=invariant_path, name="install_dispatch", value=lambda: None)]
+    # a dispatch an earlier cell of this process installed goes too: mlx-lm's own helper
+    for name, module in list(sys.modules.items()):
+        helper = getattr(module, "scaled_dot_product_attention", None)
+        if name.startswith("mlx_lm.models.") and hasattr(helper, "original"):
+            patches.append(Patch(owner=module, name="scaled_dot_product_attention",
+                                 value=helper.original))
+    return patches

@@ -443,6 +443,18 @@ _SPECS = [
         num_heads=4, num_kv_heads=2, hidden_dim_scale_factor=2.0, rope_theta=50000.0,
         rms_norm_eps=1e-5,
     ),
+    # --- mut7 (issue 26 item 6): multi-head attention, as many KV heads as query heads
+    # (Llama-2-7B, GPT-2, Pythia, OPT are MHA). Every zoo model before it was GQA (or MLA's one
+    # latent head), so on CUDA the invariant path's per-head row kernel never ran: the
+    # GQA kernel takes every group > 1 (row_attention_gqa.fits). llama's tiny shape else.
+    _spec(
+        "llama-mha", "llama", "bfloat16", "Llama-2 style multi-head attention (no GQA)",
+        notes="4 query heads over 4 KV heads (group 1: the per-head row kernel on CUDA); "
+              "else the tiny llama",
+        hidden_size=64, num_attention_heads=4, num_key_value_heads=4, vocab_size=VOCAB_SIZE,
+        num_hidden_layers=2, intermediate_size=128, head_dim=16, rms_norm_eps=1e-5,
+        rope_theta=10000.0, max_position_embeddings=4096, tie_word_embeddings=True,
+    ),
 ]
 # fmt: on
 

@@ -69,6 +69,7 @@ PINNED = {
     "cohere2": ("cohere2-c19da525fbb3", "4a3c82daa58ad1f1"),
     "granite-hybrid": ("granite-hybrid-56a53d501b9a", "95051960a6fc9242"),
     "afm7": ("afm7-f9bf21a4998f", "e2187881c5744c98"),
+    "llama-mha": ("llama-mha-166337248bf4", "6abc3e17b6b03b67"),
 }
 
 # name -> the stamp goldens carry (batchlab.golden.check.model_fingerprint): weights plus a
@@ -114,6 +115,7 @@ GOLDEN_STAMPS = {
     "cohere2": "4a3c82daa58ad1f1+cfg8a4352e4",
     "granite-hybrid": "95051960a6fc9242+cfg1cff165e",
     "afm7": "e2187881c5744c98+cfg3b0e57cd",
+    "llama-mha": "6abc3e17b6b03b67+cfg11d4da65",
 }
 
 LAYER_KINDS = {
@@ -155,6 +157,7 @@ LAYER_KINDS = {
     "cohere2": "sliding8×3 full",
     "granite-hybrid": "ssm×2 full +moe",
     "afm7": "full×2",
+    "llama-mha": "full×2",
 }
 
 
