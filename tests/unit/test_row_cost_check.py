@@ -92,14 +92,16 @@ def test_accounting_bugs_reach_only_the_in_process_subject():
     from batchlab.selftest.modes import InProcessMode
     from batchlab.selftest.peer import plays
 
-    accounting = sorted(b.name for b in CATALOG if b.kind == "accounting")
-    assert accounting == ["paged-filter-leaks-blocks", "paged-rowcost-rings-per-row",
-                          "prefix-lookup-counts-queries", "rowcost-rings-by-live-lengths",
-                          "rowcost-state-per-token"]
-    assert not set(accounting) & set(plays("batchlab"))
-    bug = next(b for b in CATALOG if b.name == accounting[0])
-    assert InProcessMode("batchlab").skip(bug) is None
-    assert "does not run" in InProcessMode("mlx-lm").skip(bug)
+    # the catalog grows each round: a fixed list here broke CI twice; every accounting
+    # bug, the known ones among them, is checked instead
+    accounting = [b for b in CATALOG if b.kind == "accounting"]
+    assert {"paged-filter-leaks-blocks", "paged-rowcost-rings-per-row",
+            "prefix-lookup-counts-queries", "rowcost-rings-by-live-lengths",
+            "rowcost-state-per-token"} <= {b.name for b in accounting}
+    assert not {b.name for b in accounting} & set(plays("batchlab"))
+    for bug in accounting:
+        assert InProcessMode("batchlab").skip(bug) is None, bug.name
+        assert "does not run" in InProcessMode("mlx-lm").skip(bug), bug.name
 
 
 def test_unsealed_names_rows_whose_known_full_blocks_are_not_all_offered():

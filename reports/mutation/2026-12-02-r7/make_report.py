@@ -91,8 +91,15 @@ def main() -> None:
     print("| --- | --- | --- | --- | --- |")
     for n in gpu + list(EXTRA):
         slice_ = r4.get(R4_NAME.get(n, r6_of.get(n, n)), "") or "-"
+        verdict = verdicts.get(n, "")
+        if killed(cuda, n) and verdict.startswith("not measured"):
+            # the verdict was written before the CUDA mutant phase ran; the run decides
+            verdict = "killed on CUDA by a default cell (measured: the CUDA column)"
+        elif n in cuda and verdict.startswith("not measured"):
+            verdict = verdict.replace("not measured (device)", "run on CUDA, not killed by the "
+                                      "cells the call's per-mutant limit let run", 1)
         print(f"| `{short(n)}` | {slice_} | {outcome(cpu.get(n))} | {outcome(cuda.get(n))} | "
-              f"{verdicts.get(n, '')} |")
+              f"{verdict} |")
 
 
 if __name__ == "__main__":
