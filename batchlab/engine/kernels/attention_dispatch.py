@@ -10,7 +10,9 @@ another computation than that helper's on some backends:
   forward, each with the bits of its prefill alone);
 - quantized KV on CUDA, where mlx-lm's quantized attention has no kernel (its
   ``quantized_matmul`` calls are refused there: ``quantized_attention.py``, whose decode
-  kernel reads the owner cache's packed words);
+  kernel reads the owner cache's packed words), for the engine's caches that
+  ``attends_packed`` only: mlx-lm's own QuantizedKVCache, which the serial oracle runs in
+  the same process, keeps mlx-lm's helper;
 - the fast path's decode on CUDA, for caches that ``groups_decode``: one read of each KV
   head for its query group (``grouped_decode.py``, MLX's bits) where MLX's fused kernel
   reads it once per query head; calls the kernel does not take go to mlx-lm's helper.
@@ -88,7 +90,8 @@ def make_dispatch(original):
                 and grouped_decode.fits(queries, keys, values, mask, sinks)
                 and grouped_decode.worth_it(queries.shape[0], keys.shape[1])):
             return grouped_decode.grouped_decode_attention(queries, keys, values, scale)
-        if hasattr(owner, "bits") and on_cuda():  # not gated: gpu only
+        if (getattr(owner, "attends_packed", False) and hasattr(owner, "bits")
+                and on_cuda()):  # not gated: gpu only
             return quantized_attention(queries, keys, values, scale, mask, owner.group_size,
                                        owner.bits, sinks, owner)
         return original(queries, keys, values, cache=cache, scale=scale, mask=mask,

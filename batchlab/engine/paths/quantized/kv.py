@@ -90,6 +90,10 @@ class QuantizedMode:
 
     quant: KVQuant
     quantized: bool
+    # the engine's own packed cache: on CUDA the attention dispatch sends its calls to the
+    # engine's quantized attention. mlx-lm's QuantizedKVCache (the serial oracle's) has
+    # ``bits`` too but not this, so the oracle never runs the engine's code.
+    attends_packed = True
     served_packed: tuple | None = None  # (ints served, packed K, packed V, dk, dv)
     _dims: tuple[int, int, str] | None  # (key dim, value dim, dtype name) once known
 
