@@ -27,30 +27,32 @@ from batchlab.engine.core.layers import key_width_reader, scalar_offset_reader
 Refusal = Callable[[nn.Module], str | None]
 
 
-def scalar_offset_refusal(path: str, why: str) -> Refusal:
-    """``why``: what ``path`` hands the module instead of one number."""
+def _reader_refusal(find_reader: Callable[[nn.Module], str | None],
+                    message: Callable[[str], str]) -> Refusal:
+    """Refuse a model whose module ``find_reader`` names, saying ``message(reader)``."""
 
     def refuses(model: nn.Module) -> str | None:
-        reader = scalar_offset_reader(model)
-        if reader is None:
-            return None
-        return (f"its {reader} reads the position offset as one Python number, and {why}; "
-                f"use the l1, fast or paged path at B=1 ({path} refuses it)")
+        reader = find_reader(model)
+        return None if reader is None else message(reader)
 
     return refuses
+
+
+def scalar_offset_refusal(path: str, why: str) -> Refusal:
+    """``why``: what ``path`` hands the module instead of one number."""
+    return _reader_refusal(
+        scalar_offset_reader,
+        lambda reader: (f"its {reader} reads the position offset as one Python number, and "
+                        f"{why}; use the l1, fast or paged path at B=1 ({path} refuses it)"))
 
 
 def key_width_refusal(path: str, why: str) -> Refusal:
     """``why``: which width ``path`` hands the module instead of the row's own."""
-
-    def refuses(model: nn.Module) -> str | None:
-        reader = key_width_reader(model)
-        if reader is None:
-            return None
-        return (f"its {reader} places its queries by the width of the keys it is handed, "
-                f"and {why}; use the l1, fast or paged path ({path} refuses it)")
-
-    return refuses
+    return _reader_refusal(
+        key_width_reader,
+        lambda reader: (f"its {reader} places its queries by the width of the keys it is "
+                        f"handed, and {why}; use the l1, fast or paged path ({path} refuses "
+                        "it)"))
 
 
 def first_refusal(*checks: Refusal) -> Refusal:
