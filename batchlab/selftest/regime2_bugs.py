@@ -2,7 +2,7 @@
 quantized history that the default matrix reaches since then.
 
 Each function returns the patches of one bug; its docstring is the bug's description in
-the catalog (``catalog.py`` names the cells that catch it).
+the catalog (``catalog_rounds.py`` names the cells that catch it).
 """
 
 from __future__ import annotations

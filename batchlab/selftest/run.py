@@ -105,7 +105,8 @@ def candidates(bug: SeededBug, cells: list[Cell]) -> list[Cell]:
     found = select(cells, bug.cells, None)
     if not found:
         raise ValueError(f"seeded bug {bug.name}: no cell of the matrix matches {bug.cells!r}; "
-                         "update its filter in batchlab/selftest/catalog.py")
+                         "update its filter in batchlab/selftest/catalog_engine.py or "
+                         "catalog_rounds.py")
     return found
 
 

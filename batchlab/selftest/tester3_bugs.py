@@ -4,7 +4,7 @@ not express before its cells (a row's own token budget; a penalty context wider 
 ids; top-k of 1 at temperature > 0), now each caught by cells of its own.
 
 Each function returns the patches of one bug; its docstring is the bug's description in
-the catalog (``catalog.py`` names the cells that catch it). They wrap the engine's own
+the catalog (``catalog_rounds.py`` names the cells that catch it). They wrap the engine's own
 code where they can, so they keep tracking it as it changes.
 """
 

@@ -6,7 +6,7 @@ multi-head latent attention (keys and values of two widths) and a prefix-cache h
 by a seal (rows prefilled together with one prefix) rather than at admission.
 
 Each function returns the patches of one bug; its docstring is the bug's description in
-the catalog (``catalog.py`` names the cells that catch it). They wrap the engine's own
+the catalog (``catalog_rounds.py`` names the cells that catch it). They wrap the engine's own
 code where they can, so they keep tracking it as it changes.
 """
 

@@ -5,7 +5,7 @@ matrices/invariant.toml: ``invariant_bugs.window_cut_keeps_padding``; the catalo
 names default cells for it too.)
 
 Each function returns the patches of one bug; its docstring is the bug's description in
-the catalog (``catalog.py`` names the cells that catch it).
+the catalog (``catalog_rounds.py`` names the cells that catch it).
 """
 
 from __future__ import annotations
