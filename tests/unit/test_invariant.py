@@ -355,3 +355,34 @@ def test_the_gqa_row_kernel_keeps_the_per_head_kernels_warps():
     assert row_attention.WARPS == row_attention_gqa.WARPS == 4
     assert row_attention_gqa.fits(32, 8, 128) and not row_attention_gqa.fits(32, 32, 128)
     assert not row_attention_gqa.fits(64, 4, 256)  # 4 x 16 x 256 floats: past 32 KB
+
+
+def test_one_token_forwards_decode_by_the_row_kernel_and_prompts_by_blocks(monkeypatch):
+    """Where every projection can run the row GEMM (CUDA; here a CPU stand-in, the plain
+    product), the decode batch is not padded, every one-token forward (the joiners'
+    first steps and the decode steps) runs its projections by that kernel and no prompt
+    prefill does; the bits equal the padded blocked run's on the CPU."""
+    from batchlab.engine.paths.invariant import rowblock
+
+    model = load("llama").model
+    blocked_seen = []
+    blocked = _run_blocked(monkeypatch, model, True, blocked_seen)
+    calls = []
+
+    def stand_in(weight, x):
+        calls.append(x.shape[:-1])
+        return x @ weight.T
+
+    monkeypatch.setattr(rowblock, "row_kernel_available", lambda: True)
+    monkeypatch.setattr(rowblock, "_decode_product", stand_in)
+    from batchlab.engine.paths.invariant.path import BlockedInvariantScheduler
+
+    assert not BlockedInvariantScheduler(model).pads_decode
+    by_rows_seen = []
+    by_rows = _run_blocked(monkeypatch, model, False, by_rows_seen)
+    assert by_rows == blocked
+    assert by_rows_seen == [(3, 3, 7), (3, 3, 1)] + [(3, 3, 1)] * 4
+    projections = 7 * len(model.layers) + 1  # q k v o gate up down, and the tied head
+    assert len(calls) == projections * 5  # the joiners' step and 4 decode steps, no prefill
+    assert set(calls) == {(3, 1)}
+    assert not rowblock._Phase.decoding  # reset after each forward

@@ -54,7 +54,11 @@ from batchlab.engine.core.factory import BatchCaches
 from batchlab.engine.core.sampler import GREEDY, RowSampler, SamplingParams
 from batchlab.engine.core.scheduler import Scheduler
 from batchlab.engine.kernels.attention_dispatch import install_dispatch
-from batchlab.engine.paths.invariant.rowblock import blocked_model
+from batchlab.engine.paths.invariant.rowblock import (
+    blocked_model,
+    decodes_all_by_rows,
+    decoding_by_rows,
+)
 
 # Rows per GEMM on backends whose matmul kernel depends on M: every projection runs in
 # GEMMs of exactly this many rows, the decode batch padded to a whole block. 256 since
@@ -193,8 +197,10 @@ class InvariantScheduler(Scheduler):
         # the decode batch padded to whole GEMM blocks: every layer a RowKV (nothing
         # else in the forward sees the batch's rows), as for prefilling together
         # (not MLA's: it scores the cache's keys outside attention, against every query
-        # row, and RoPE offsets of the padding rows would meet no keys)
-        self.pads_decode = bool(rows) and together and not latent
+        # row, and RoPE offsets of the padding rows would meet no keys); not where every
+        # projection decodes by the row kernel (CUDA): no GEMM of a step depends on M
+        self.pads_decode = (bool(rows) and together and not latent
+                            and not decodes_all_by_rows(self.model))
 
     def _decode_logprobs(self, inputs: mx.array, caches: list) -> mx.array:
         """The decode forward on the batch padded with token-0 rows to a multiple of the
@@ -211,11 +217,23 @@ class InvariantScheduler(Scheduler):
             cache.pad_rows = pad
         try:
             padded = mx.pad(inputs, (0, pad))
-            logits = self.model(padded[:, None], cache=caches)[:rows, -1, :]
+            with decoding_by_rows():
+                logits = self.model(padded[:, None], cache=caches)[:rows, -1, :]
         finally:
             for cache in caches:
                 cache.pad_rows = 0
         return logits - mx.logsumexp(logits, axis=-1, keepdims=True)
+
+    # Every one-token forward (decode steps, a joiner's first step) runs its projections
+    # by the row kernel where the model's wrappers can (``rowblock.decoding_by_rows``);
+    # prompt prefills never: a token is computed the same way alone and in a batch.
+    def _forward_logprobs(self, inputs: mx.array, caches: list) -> mx.array:
+        with decoding_by_rows():
+            return super()._forward_logprobs(inputs, caches)
+
+    def _processed_logprobs(self, inputs: mx.array, caches: list, seqs: list) -> mx.array:
+        with decoding_by_rows():
+            return super()._processed_logprobs(inputs, caches, seqs)
 
     def _prefill_chunk(self) -> None:
         """Prefill with one prompt row at a time: up to ``prompts_per_step`` (the

@@ -15,15 +15,25 @@ weights are the same arrays (nothing is copied), and the original model is untou
 (other paths in the process keep using it). MoE experts and depthwise convolutions
 are not blocked but swapped (``invariant_modules.py``); RoPE modules are wrapped so that
 a large padded batch rotates in launches MLX's CUDA backend accepts (``ropesplit.py``).
+
+On CUDA a one-token forward (``decoding_by_rows()``: the scheduler's decode steps and a
+joiner's first step) computes its projections with ``row_gemm.py`` instead, whose rows
+do not depend on M at all: no block, no padding, about a GEMV's cost at B = 1. Prompts
+are still prefilled by blocks; a token is prefilled or decoded the same way alone and in
+any batch, so either kernel keeps a row's bits its own.
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import os
 
 import mlx.core as mx
 from mlx import nn
 
+from batchlab.backend import on_cuda
+from batchlab.engine.kernels import row_gemm
 from batchlab.engine.paths.invariant.modules import invariant_module
 from batchlab.engine.paths.invariant.ropesplit import RowSplitRope, is_rope
 
@@ -53,20 +63,67 @@ def blocked_rows(fn, x: mx.array, rows: int) -> mx.array:
     return out.reshape(*lead, out.shape[-1])
 
 
+# BATCHLAB_INVARIANT_ROW_GEMM=0: decode by row blocks too (the path before the row
+# kernel: the decode batch padded to a whole block), for an A/B on the H200
+ROW_GEMM_ENV = "BATCHLAB_INVARIANT_ROW_GEMM"
+
+
+class _Phase:
+    """Whether the forward being built is a one-token step (``decoding_by_rows``)."""
+
+    decoding = False
+
+
+@contextlib.contextmanager
+def decoding_by_rows():
+    """Within: the model's one-token forward, whose projections run ``row_gemm`` where
+    their wrapper ``decodes_by_rows``. MLX builds the graph as the model's Python runs,
+    so the flag is read while the forward is called, not when it is evaluated."""
+    before, _Phase.decoding = _Phase.decoding, True
+    try:
+        yield
+    finally:
+        _Phase.decoding = before
+
+
+def row_kernel_available() -> bool:
+    """The row GEMM runs on CUDA only (elsewhere the matmul is row-invariant already and
+    the path keeps its blocks; ``invariant-blocked`` is the CPU's gate of them)."""
+    return on_cuda() and os.environ.get(ROW_GEMM_ENV, "1") != "0"
+
+
+def _decode_product(weight: mx.array, x: mx.array) -> mx.array:  # not gated: gpu only
+    return row_gemm.row_gemm(x, weight)
+
+
 class _Blocked(nn.Module):
-    """A frozen wrapper of ``inner`` that runs its products ``rows`` rows at a time."""
+    """A frozen wrapper of ``inner`` that runs its products ``rows`` rows at a time, or
+    (``decodes_by_rows``: an unquantized bf16 / fp16 weight where the row kernel runs)
+    by the row kernel in one-token forwards."""
 
     def __init__(self, inner: nn.Module, rows: int):
         super().__init__()
         self.inner = inner
         self.rows = rows
+        weight = getattr(inner, "weight", None)
+        self.decodes_by_rows = (type(inner) in (nn.Linear, nn.Embedding) and weight is not None
+                                and row_kernel_available() and row_gemm.supports(weight))
         self.freeze()
+
+    def _by_rows(self, x: mx.array) -> bool:
+        """A one-token forward's product by the row kernel (a choice made by the phase,
+        the weight and the dtypes: the same at every M)."""
+        return (_Phase.decoding and self.decodes_by_rows
+                and x.dtype == self.inner.weight.dtype)
 
 
 class BlockedLinear(_Blocked):
     """A Linear or QuantizedLinear whose product runs ``rows`` rows at a time."""
 
     def __call__(self, x: mx.array) -> mx.array:
+        if self._by_rows(x):  # not gated: gpu only
+            y = _decode_product(self.inner.weight, x)
+            return y + self.inner.bias if "bias" in self.inner else y
         return blocked_rows(self.inner, x, self.rows)
 
 
@@ -77,7 +134,17 @@ class BlockedEmbedding(_Blocked):
         return self.inner(x)
 
     def as_linear(self, x: mx.array) -> mx.array:
+        if self._by_rows(x):  # not gated: gpu only
+            return _decode_product(self.inner.weight, x)
         return blocked_rows(self.inner.as_linear, x, self.rows)
+
+
+def decodes_all_by_rows(model: nn.Module) -> bool:
+    """Whether every blocked projection of ``model`` runs the row kernel in a one-token
+    forward: then nothing in it depends on the decode batch's M and the batch is not
+    padded to a block."""
+    wrapped = [m for m in model.modules() if isinstance(m, _Blocked)]
+    return bool(wrapped) and all(m.decodes_by_rows for m in wrapped)
 
 
 def _blocked(value, rows: int, swap: bool):

@@ -1,0 +1,200 @@
+"""``x @ W.T`` whose every row is the same bits at every M: the invariant path's decode GEMM.
+
+cuBLAS picks its kernel (tiles, split-K) by the problem's shape, so a row of a GEMM
+depends on M (FACTS.md, "What varies with B on the H200"); the invariant path's answer
+was a fixed block of rows (``rowblock.py``), which at B = 1 costs a 256-row GEMM where
+l1 runs a GEMV. This kernel's per-element arithmetic is fixed by K alone, so a row's
+result is the same whatever M, the tiling or the other rows:
+
+- an output element is the sum over K in 32-column steps; step ``s`` belongs to warp
+  ``s % 4`` of its block (``K_WARPS``), each warp accumulating its steps in ascending
+  order with tensor-core MMAs (``mma.sync.m16n8k16``, float32 accumulators; each MMA's
+  value for an element reads that element's row and column only);
+- the four warps' partial sums are then added in warp order, ``((p0 + p1) + p2) + p3``.
+
+Within a step a lane loads 8 consecutive values of its row of x and of W (one 16-byte
+load each) and hands them to the MMA as the fragment's k positions ``2t, 2t+1, 2t+8,
+2t+9`` (twice): the same permutation on both operands, so the product is the dot
+product with a fixed summation order. What M changes is only how many rows and
+columns a block covers (``_tiling``): who computes an element, not how.
+
+Only on CUDA (bfloat16 and float16, K a multiple of 8); ``supports`` says which
+weights. Elsewhere the backend's matmul is row-invariant already (the CPU) and the
+invariant path does not call this.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import mlx.core as mx
+
+K_WARPS = 4  # warps splitting K: part of the fixed summation order, never tuned by M
+
+_HEADER = """
+#define RG_KW 4
+__device__ __forceinline__ uint4 rg_load8(const void* base, size_t index, bool ok) {
+    // 8 consecutive 16-bit values from element ``index``; zeros past the matrix
+    if (!ok) return make_uint4(0u, 0u, 0u, 0u);
+    const unsigned short* p = reinterpret_cast<const unsigned short*>(base) + index;
+    if ((reinterpret_cast<size_t>(p) & 15) == 0) return *reinterpret_cast<const uint4*>(p);
+    unsigned v[4];
+    for (int i = 0; i < 4; ++i) v[i] = unsigned(p[2 * i]) | (unsigned(p[2 * i + 1]) << 16);
+    return make_uint4(v[0], v[1], v[2], v[3]);
+}
+template <bool BF16>
+__device__ __forceinline__ void rg_mma(float* d, unsigned a0, unsigned a1, unsigned a2,
+                                       unsigned a3, unsigned b0, unsigned b1) {
+    if (BF16) {
+        asm volatile(
+            "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+            "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\\n"
+            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+            : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+    } else {
+        asm volatile(
+            "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+            "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\\n"
+            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+            : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+    }
+}
+"""
+
+# Block: K_WARPS x CW warps; warp (kw, cw) covers columns [8 NF cw, 8 NF (cw + 1)) of the
+# block's and MT 16-row tiles, over the K steps s with s % K_WARPS == kw, U steps' loads
+# issued before their MMAs. blockIdx.x: the block's rows (adjacent blocks share W's
+# columns, so a weight slab read for one row group is in L2 for the next), blockIdx.y:
+# its columns.
+_SOURCE = """
+    const int M = x_shape[0];
+    const int K = x_shape[1];
+    const int N = w_shape[0];
+    const int lane = threadIdx.x & 31;
+    const int warp = threadIdx.x >> 5;
+    const int kw = warp % RG_KW;
+    const int cw = warp / RG_KW;
+    const int g = lane >> 2;
+    const int t = lane & 3;
+    const int n0 = (blockIdx.y * CW + cw) * (8 * NF);
+    const int m0 = blockIdx.x * (16 * MT);
+    const int steps = (K + 31) / 32;
+
+    float acc[MT][NF][4];
+    #pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+        #pragma unroll
+        for (int nf = 0; nf < NF; ++nf)
+            #pragma unroll
+            for (int i = 0; i < 4; ++i) acc[mt][nf][i] = 0.0f;
+
+    for (int s0 = kw; s0 < steps; s0 += RG_KW * U) {
+        uint4 wf[U][NF];
+        uint4 xa[U][MT];
+        uint4 xb[U][MT];
+        #pragma unroll
+        for (int u = 0; u < U; ++u) {
+            const int k = (s0 + u * RG_KW) * 32 + 8 * t;
+            const bool kin = (s0 + u * RG_KW) < steps && k < K;
+            #pragma unroll
+            for (int nf = 0; nf < NF; ++nf) {
+                const int n = n0 + nf * 8 + g;
+                wf[u][nf] = rg_load8(w, (size_t)n * K + k, kin && n < N);
+            }
+            #pragma unroll
+            for (int mt = 0; mt < MT; ++mt) {
+                const int r = m0 + mt * 16 + g;
+                xa[u][mt] = rg_load8(x, (size_t)r * K + k, kin && r < M);
+                xb[u][mt] = rg_load8(x, (size_t)(r + 8) * K + k, kin && r + 8 < M);
+            }
+        }
+        #pragma unroll
+        for (int u = 0; u < U; ++u) {
+            if (s0 + u * RG_KW >= steps) break;
+            #pragma unroll
+            for (int mt = 0; mt < MT; ++mt) {
+                #pragma unroll
+                for (int nf = 0; nf < NF; ++nf) {
+                    rg_mma<BF16>(acc[mt][nf], xa[u][mt].x, xb[u][mt].x, xa[u][mt].y,
+                                 xb[u][mt].y, wf[u][nf].x, wf[u][nf].y);
+                    rg_mma<BF16>(acc[mt][nf], xa[u][mt].z, xb[u][mt].z, xa[u][mt].w,
+                                 xb[u][mt].w, wf[u][nf].z, wf[u][nf].w);
+                }
+            }
+        }
+    }
+
+    // the K warps' partial sums, added in warp order: ((p0 + p1) + p2) + p3
+    __shared__ float part[RG_KW - 1][CW][NF * 4][32];
+    #pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+        if (kw > 0) {
+            #pragma unroll
+            for (int nf = 0; nf < NF; ++nf)
+                #pragma unroll
+                for (int i = 0; i < 4; ++i) part[kw - 1][cw][nf * 4 + i][lane] = acc[mt][nf][i];
+        }
+        __syncthreads();
+        if (kw == 0) {
+            #pragma unroll
+            for (int nf = 0; nf < NF; ++nf) {
+                #pragma unroll
+                for (int i = 0; i < 4; ++i) {
+                    float v = acc[mt][nf][i];
+                    #pragma unroll
+                    for (int j = 0; j < RG_KW - 1; ++j) v += part[j][cw][nf * 4 + i][lane];
+                    const int row = m0 + mt * 16 + g + (i >= 2 ? 8 : 0);
+                    const int col = n0 + nf * 8 + 2 * t + (i & 1);
+                    if (row < M && col < N) out[(size_t)row * N + col] = static_cast<T>(v);
+                }
+            }
+        }
+        __syncthreads();
+    }
+"""
+
+
+@functools.cache
+def _kernel():  # not gated: gpu only
+    return mx.fast.cuda_kernel(
+        name="batchlab_row_gemm", input_names=["x", "w"], output_names=["out"],
+        source=_SOURCE, header=_HEADER, ensure_row_contiguous=True)
+
+
+def supports(weight: mx.array, x_dtype: mx.Dtype | None = None) -> bool:
+    """Whether ``row_gemm`` takes ``weight`` (N, K): a 2-D float16 / bfloat16 matrix with
+    K a multiple of 8 (each lane's 8-value loads), and ``x_dtype`` its dtype if given.
+    A function of the weight alone: the same answer at every M."""
+    return (weight.ndim == 2 and weight.dtype in (mx.bfloat16, mx.float16)
+            and weight.shape[1] % 8 == 0 and (x_dtype is None or x_dtype == weight.dtype))
+
+
+def _tiling(m: int) -> tuple[int, int, int, int]:
+    """(CW, NF, MT, U) for M rows: only who computes which element (the summation order
+    is K's): small M spreads the columns over many blocks for the weight's bandwidth,
+    larger M gives a block more columns and rows so that x is read fewer times."""
+    if m <= 16:
+        return 1, 1, 1, 4  # 8 columns a block: N / 8 blocks of 4 warps
+    if m <= 64:
+        return 2, 2, 4, 2  # 32 columns, 64 rows
+    # 64 columns, 64 rows: 8 warps, whose registers (~130 a thread) a block of 8 warps
+    # can hold at any register count the compiler picks (<= 255 x 256 threads)
+    return 2, 4, 4, 1
+
+
+def row_gemm(x: mx.array, weight: mx.array) -> mx.array:  # not gated: gpu only
+    """``x @ weight.T`` over x's last axis, each row's bits independent of the others and
+    of their number (see the module docstring). CUDA only; ``supports(weight)`` first."""
+    lead, k = x.shape[:-1], x.shape[-1]
+    flat = x.reshape(-1, k)
+    m, n = flat.shape[0], weight.shape[0]
+    cw, nf, mt, u = _tiling(m)
+    threads = 32 * K_WARPS * cw
+    out = _kernel()(
+        inputs=[flat, weight],
+        template=[("T", x.dtype), ("BF16", x.dtype == mx.bfloat16), ("CW", cw), ("NF", nf),
+                  ("MT", mt), ("U", u)],
+        grid=(threads * -(-m // (16 * mt)), -(-n // (8 * nf * cw)), 1),
+        threadgroup=(threads, 1, 1),
+        output_shapes=[(m, n)], output_dtypes=[x.dtype])[0]
+    return out.reshape(*lead, n)

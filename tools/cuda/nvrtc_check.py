@@ -1,0 +1,83 @@
+"""Compile a batchlab CUDA kernel body offline (no GPU): NVRTC from PyPI, sm_90.
+
+The H200's device time is scarce; a kernel that does not compile costs a machine start.
+This wraps a ``mx.fast.cuda_kernel`` source the way MLX does in outline (its header, a
+``__global__`` function taking each input, its ``_shape`` array and each output) and
+compiles it with NVRTC for ``sm_90`` at the template values given, printing the log.
+What it cannot see: MLX's own header (``utils.cuh``) beyond the bf16/fp16 types.
+
+    python3 -m venv /tmp/nvrtc && /tmp/nvrtc/bin/pip install nvidia-cuda-nvrtc-cu12 \
+        nvidia-cuda-runtime-cu12
+    /tmp/nvrtc/bin/python tools/cuda/nvrtc_check.py   # from the project root
+"""
+
+from __future__ import annotations
+
+import ctypes
+import glob
+import importlib.util
+import os
+import site
+import sys
+
+
+def _find(pattern: str) -> str:
+    for root in site.getsitepackages():
+        hits = sorted(glob.glob(os.path.join(root, pattern)))
+        if hits:
+            return hits[0]
+    sys.exit(f"not found: {pattern} (pip install nvidia-cuda-nvrtc-cu12 nvidia-cuda-runtime-cu12)")
+
+
+def compile_kernel(source: str, header: str, inputs: list[str], outputs: list[str],
+                   template: dict[str, str]) -> tuple[bool, str]:
+    lib = ctypes.CDLL(_find("nvidia/cuda_nvrtc/lib/libnvrtc.so.*"))
+    include = os.path.dirname(_find("nvidia/cuda_runtime/include/cuda_bf16.h"))
+    consts = "\n".join(f"constexpr auto {k} = {v};" if k != "T" else f"using T = {v};"
+                       for k, v in template.items())
+    params = ", ".join([p for n in inputs for p in (f"const T* {n}", f"const int* {n}_shape")]
+                       + [f"T* {n}" for n in outputs])
+    text = (f"#include <cuda_bf16.h>\n#include <cuda_fp16.h>\n{header}\n{consts}\n"
+            f'extern "C" __global__ void probe_kernel({params}) {{\n{source}\n}}\n')
+    prog = ctypes.c_void_p()
+    lib.nvrtcCreateProgram(ctypes.byref(prog), text.encode(), b"probe.cu", 0, None, None)
+    opts = [b"--gpu-architecture=sm_90", b"-I" + include.encode(), b"--std=c++17"]
+    arr = (ctypes.c_char_p * len(opts))(*opts)
+    rc = lib.nvrtcCompileProgram(prog, len(opts), arr)
+    size = ctypes.c_size_t()
+    lib.nvrtcGetProgramLogSize(prog, ctypes.byref(size))
+    log = ctypes.create_string_buffer(size.value)
+    lib.nvrtcGetProgramLog(prog, log)
+    return rc == 0, log.value.decode(errors="replace")
+
+
+def _module(path: str):
+    spec = importlib.util.spec_from_file_location("kernel_src", path)
+    module = importlib.util.module_from_spec(spec)
+    # the kernel module imports mlx; only its source strings are needed here
+    sys.modules.setdefault("mlx", type(sys)("mlx"))
+    core = type(sys)("mlx.core")
+    core.Dtype = object
+    sys.modules.setdefault("mlx.core", core)
+    spec.loader.exec_module(module)
+    return module
+
+
+def main() -> int:
+    rg = _module("batchlab/engine/kernels/row_gemm.py")
+    ok_all = True
+    for ctype, bf16 in (("__nv_bfloat16", "true"), ("__half", "false")):
+        for cw, nf, mt, u in {rg._tiling(m) for m in (1, 32, 256)}:
+            tpl = {"T": ctype, "BF16": bf16, "CW": cw, "NF": nf, "MT": mt, "U": u}
+            ok, log = compile_kernel(rg._SOURCE, rg._HEADER, ["x", "w"], ["out"], tpl)
+            ok_all &= ok
+            print(f"row_gemm {ctype} CW={cw} NF={nf} MT={mt} U={u}: "
+                  f"{'compiled' if ok else 'FAILED'}")
+            if log.strip():
+                print(log)
+    print("NVRTC OK" if ok_all else "NVRTC FAILED")
+    return 0 if ok_all else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
