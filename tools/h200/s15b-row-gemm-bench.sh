@@ -15,3 +15,13 @@ bench() {  # name, row block, batches, timeout
 }
 bench bench-1b 256 1,8,64,256 300
 bench bench-1b-1024 1024 1,256 200
+# The seven float32 MoE cells that fail the second judge at both row blocks
+# (issue28-ba08d27), with MLX's float32 GEMMs at full float32 (MLX_ENABLE_TF32=0, the
+# oracle alike: it runs in the same process with --live); s15's gate ran them as they are.
+sed '/^# the real model/,$d' matrices/invariant-cuda.toml > /tmp/inv-cuda.toml
+CELLS="invariant/gemma4-26b/B33/*,invariant/gpt-oss/B33/needle/staggered/*,invariant/gemma4-26b/B64/*,invariant/gemma4-26b/B129/*,invariant/gpt-oss/B129/needle/join-evict/*"
+MLX_ENABLE_TF32=0 timeout 150 python3 -m batchlab matrix run --matrix /tmp/inv-cuda.toml \
+  --live --filter "$CELLS" --jobs 8 --report $R/tf32-0 > $R/tf32-0.log 2>&1
+echo "== MLX_ENABLE_TF32=0: exit $?"
+grep -E -A4 "^(FAIL|ERROR)" $R/tf32-0.log | grep -v rerun | cut -c1-200
+grep -E "cells passed|wall time" $R/tf32-0.log; pack
