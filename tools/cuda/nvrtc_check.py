@@ -75,6 +75,12 @@ def main() -> int:
                   f"{'compiled' if ok else 'FAILED'}")
             if log.strip():
                 print(log)
+        ok, log = compile_kernel(rg._TILED_SOURCE, rg._HEADER, ["x", "w"], ["out"],
+                                 {"T": ctype, "BF16": bf16})
+        ok_all &= ok
+        print(f"row_gemm tiled {ctype}: {'compiled' if ok else 'FAILED'}")
+        if log.strip():
+            print(log)
     print("NVRTC OK" if ok_all else "NVRTC FAILED")
     return 0 if ok_all else 1
 

@@ -6,8 +6,9 @@ every M, its distance from float32 against cuBLAS's, and its time against ``x @ 
 Invariance: for each (K, N) the rows of ``row_gemm(x[a:a+m], W)`` are compared with
 the same rows of one call over all 300 rows (``mx.array_equal``), at 17 values of m
 and two offsets a (the row's neighbours change with a). Accuracy: relative RMS against
-the float32 product, beside cuBLAS's bfloat16 GEMM at the same M. Time: 40 independent
-products evaluated at once, microseconds per product.
+the float32 product, beside cuBLAS's bfloat16 GEMM at the same M. The two kernels (split
+below ``TILED_FROM`` rows, tiled from it) are compared over the same 300 rows too. Time:
+40 independent products evaluated at once, microseconds per product.
 """
 
 from __future__ import annotations
@@ -54,6 +55,9 @@ def main() -> None:
             full = row_gemm(x, w)
             bad = [(a, m) for a in (0, 7) for m in MS
                    if not mx.array_equal(row_gemm(x[a:a + m], w), full[a:a + m]).item()]
+            # both kernels over the same 300 rows: the same function of each element
+            if not mx.array_equal(row_gemm(x, w, tiled=True), row_gemm(x, w, tiled=False)).item():
+                bad.append("tiled != split at m=300")
             ref = x.astype(mx.float32) @ w.astype(mx.float32).T
             ours, cublas = rel_rms(full, ref), rel_rms(x @ w.T, ref)
             ok_acc = ours <= 2 * cublas + 1e-6

@@ -154,11 +154,149 @@ _SOURCE = """
 """
 
 
+# The same function of each element for larger M, tiled through shared memory: a block
+# of 8 warps computes 128 rows x 64 columns (warp tile 32 x 32) over the whole of K, in
+# the order of the kernel above: the steps of class 0 (s % 4 == 0) ascending into a
+# fresh accumulator, then class 1's, ..., each class's sum added to the running one when
+# it ends, ((p0 + p1) + p2) + p3. The MMAs get the same 8 values a lane loads above
+# (x's row and W's row at 32 s + 8 t), so every element's bits equal the kernel above's:
+# which of the two runs is a matter of speed alone. Tiles come in through cp.async, two
+# buffers deep (zeros past the matrix); rows are 64 bytes, so a lane group's 16-byte
+# reads of two rows cover the 32 banks once.
+_TILED_SOURCE = """
+    constexpr int BM = 128;
+    constexpr int BN = 64;
+    const int M = x_shape[0];
+    const int K = x_shape[1];
+    const int N = w_shape[0];
+    const int tid = threadIdx.x;
+    const int lane = tid & 31;
+    const int warp = tid >> 5;
+    const int wm = warp & 3;          // the warp's 32 rows of the block's 128
+    const int wn = warp >> 2;         // its 32 columns of the block's 64
+    const int g = lane >> 2;
+    const int t = lane & 3;
+    const int m0 = blockIdx.x * BM;
+    const int n0 = blockIdx.y * BN;
+    const int steps = (K + 31) / 32;
+    const bool aligned = ((reinterpret_cast<size_t>(x) | reinterpret_cast<size_t>(w)) & 15) == 0;
+
+    __shared__ __align__(16) unsigned short xs[2][BM][32];
+    __shared__ __align__(16) unsigned short ws[2][BN][32];
+
+    // the q-th step of the class order: class c holds s = c, c + 4, ...
+    auto step_of = [&](int q) {
+        int c = 0;
+        for (; c < RG_KW - 1; ++c) {
+            const int n_c = (steps - c + RG_KW - 1) / RG_KW;
+            if (q < n_c) break;
+            q -= n_c;
+        }
+        return c + RG_KW * q;
+    };
+    auto load_tile = [&](int buf, int s) {
+        #pragma unroll
+        for (int i = 0; i < 3; ++i) {
+            const int chunk = tid + 256 * i;   // 512 chunks of x's tile, then 256 of W's
+            const bool is_x = chunk < 4 * BM;
+            const int row = (is_x ? chunk : chunk - 4 * BM) >> 2;
+            const int c16 = chunk & 3;
+            const int k = s * 32 + c16 * 8;
+            const int grow = (is_x ? m0 : n0) + row;
+            const bool ok = k < K && grow < (is_x ? M : N);
+            const unsigned short* src = reinterpret_cast<const unsigned short*>(is_x ? (const void*)x : (const void*)w)
+                + (ok ? (size_t)grow * K + k : 0);
+            unsigned short* dst = is_x ? &xs[buf][row][c16 * 8] : &ws[buf][row][c16 * 8];
+            if (aligned) {
+                const unsigned addr = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+                asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\\n"
+                             :: "r"(addr), "l"(src), "r"(ok ? 16 : 0));
+            } else {
+                *reinterpret_cast<uint4*>(dst) = rg_load8(src, 0, ok);
+            }
+        }
+        asm volatile("cp.async.commit_group;\\n" ::);
+    };
+
+    float acc[2][4][4];
+    float sum[2][4][4];
+    #pragma unroll
+    for (int mt = 0; mt < 2; ++mt)
+        #pragma unroll
+        for (int nf = 0; nf < 4; ++nf)
+            #pragma unroll
+            for (int i = 0; i < 4; ++i) { acc[mt][nf][i] = 0.0f; sum[mt][nf][i] = 0.0f; }
+
+    load_tile(0, step_of(0));
+    int cls = 0;
+    for (int q = 0; q < steps; ++q) {
+        const int s = step_of(q);
+        if (q + 1 < steps) {
+            load_tile((q + 1) & 1, step_of(q + 1));
+            asm volatile("cp.async.wait_group 1;\\n" ::);
+        } else {
+            asm volatile("cp.async.wait_group 0;\\n" ::);
+        }
+        __syncthreads();
+        const int buf = q & 1;
+        uint4 wf[4];
+        #pragma unroll
+        for (int nf = 0; nf < 4; ++nf)
+            wf[nf] = *reinterpret_cast<const uint4*>(&ws[buf][wn * 32 + nf * 8 + g][8 * t]);
+        #pragma unroll
+        for (int mt = 0; mt < 2; ++mt) {
+            const int r = wm * 32 + mt * 16 + g;
+            const uint4 xa = *reinterpret_cast<const uint4*>(&xs[buf][r][8 * t]);
+            const uint4 xb = *reinterpret_cast<const uint4*>(&xs[buf][r + 8][8 * t]);
+            #pragma unroll
+            for (int nf = 0; nf < 4; ++nf) {
+                rg_mma<BF16>(acc[mt][nf], xa.x, xb.x, xa.y, xb.y, wf[nf].x, wf[nf].y);
+                rg_mma<BF16>(acc[mt][nf], xa.z, xb.z, xa.w, xb.w, wf[nf].z, wf[nf].w);
+            }
+        }
+        const bool class_ends = q + 1 == steps || step_of(q + 1) % RG_KW != s % RG_KW;
+        if (class_ends) {  // p_c done: the running sum takes it, a fresh accumulator follows
+            #pragma unroll
+            for (int mt = 0; mt < 2; ++mt)
+                #pragma unroll
+                for (int nf = 0; nf < 4; ++nf)
+                    #pragma unroll
+                    for (int i = 0; i < 4; ++i) {
+                        sum[mt][nf][i] = cls == 0 ? acc[mt][nf][i] : sum[mt][nf][i] + acc[mt][nf][i];
+                        acc[mt][nf][i] = 0.0f;
+                    }
+            ++cls;
+        }
+        __syncthreads();  // the buffer is refilled next step
+    }
+    // classes with no step (K < 128) add their zero sums, as the split kernel's idle warps
+    for (; cls < RG_KW; ++cls)
+        #pragma unroll
+        for (int mt = 0; mt < 2; ++mt)
+            #pragma unroll
+            for (int nf = 0; nf < 4; ++nf)
+                #pragma unroll
+                for (int i = 0; i < 4; ++i) sum[mt][nf][i] = sum[mt][nf][i] + 0.0f;
+
+    #pragma unroll
+    for (int mt = 0; mt < 2; ++mt)
+        #pragma unroll
+        for (int nf = 0; nf < 4; ++nf)
+            #pragma unroll
+            for (int i = 0; i < 4; ++i) {
+                const int row = m0 + wm * 32 + mt * 16 + g + (i >= 2 ? 8 : 0);
+                const int col = n0 + wn * 32 + nf * 8 + 2 * t + (i & 1);
+                if (row < M && col < N) out[(size_t)row * N + col] = static_cast<T>(sum[mt][nf][i]);
+            }
+"""
+
 @functools.cache
-def _kernel():  # not gated: gpu only
+def _kernel(tiled: bool):  # not gated: gpu only
     return mx.fast.cuda_kernel(
-        name="batchlab_row_gemm", input_names=["x", "w"], output_names=["out"],
-        source=_SOURCE, header=_HEADER, ensure_row_contiguous=True)
+        name="batchlab_row_gemm_tiled" if tiled else "batchlab_row_gemm",
+        input_names=["x", "w"], output_names=["out"],
+        source=_TILED_SOURCE if tiled else _SOURCE, header=_HEADER,
+        ensure_row_contiguous=True)
 
 
 def supports(weight: mx.array, x_dtype: mx.Dtype | None = None) -> bool:
@@ -182,15 +320,29 @@ def _tiling(m: int) -> tuple[int, int, int, int]:
     return 2, 4, 4, 1
 
 
-def row_gemm(x: mx.array, weight: mx.array) -> mx.array:  # not gated: gpu only
+# From this many rows the tiled kernel runs (at 256 rows the split kernel took 2.4-8x
+# cuBLAS's time on llama-3.2-1b's shapes: reports/bench/cuda-sm90/issue28-row-gemm/).
+# The bits are the same either way: a choice of speed alone.
+TILED_FROM = 65
+
+
+def row_gemm(x: mx.array, weight: mx.array,
+             tiled: bool | None = None) -> mx.array:  # not gated: gpu only
     """``x @ weight.T`` over x's last axis, each row's bits independent of the others and
-    of their number (see the module docstring). CUDA only; ``supports(weight)`` first."""
+    of their number (see the module docstring). CUDA only; ``supports(weight)`` first.
+    ``tiled``: force one of the two kernels (a probe's comparison); None picks by M."""
     lead, k = x.shape[:-1], x.shape[-1]
     flat = x.reshape(-1, k)
     m, n = flat.shape[0], weight.shape[0]
+    if m >= TILED_FROM if tiled is None else tiled:
+        out = _kernel(True)(
+            inputs=[flat, weight], template=[("T", x.dtype), ("BF16", x.dtype == mx.bfloat16)],
+            grid=(256 * -(-m // 128), -(-n // 64), 1), threadgroup=(256, 1, 1),
+            output_shapes=[(m, n)], output_dtypes=[x.dtype])[0]
+        return out.reshape(*lead, n)
     cw, nf, mt, u = _tiling(m)
     threads = 32 * K_WARPS * cw
-    out = _kernel()(
+    out = _kernel(False)(
         inputs=[flat, weight],
         template=[("T", x.dtype), ("BF16", x.dtype == mx.bfloat16), ("CW", cw), ("NF", nf),
                   ("MT", mt), ("U", u)],

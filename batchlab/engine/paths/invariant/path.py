@@ -68,6 +68,11 @@ from batchlab.engine.paths.invariant.rowblock import (
 # the second judge under both (reports/bench/cuda-sm90/issue28-ba08d27/). Its cost is
 # at B = 1, a 256-row GEMM where l1 runs the GEMV (docs/invariant.md, "Decode cost").
 GPU_ROW_BLOCK = 256
+# Where every projection decodes by the row GEMM (``row_gemm.py``; CUDA, bf16 / fp16
+# weights) the block serves prompt prefill alone, and a larger one makes fewer GEMMs of
+# a large prompt batch: at B = 256 x 128 tokens on llama-3.2-1b, 0.36 of l1's prefill
+# tokens/s at 256 rows, 0.53 at 1024 (reports/bench/cuda-sm90/issue28-row-gemm/).
+GPU_PREFILL_BLOCK = 1024
 # An H200 experiment's override of GPU_ROW_BLOCK (e.g. 64, the block before h200f).
 # Not the CPU's, which does not block (``invariant-blocked`` is the CPU gate of it).
 ROW_BLOCK_ENV = "BATCHLAB_INVARIANT_ROW_BLOCK"
@@ -85,6 +90,12 @@ def default_row_block() -> int | None:
         raise ValueError(f"{ROW_BLOCK_ENV}={override!r}: give a number of rows >= 1 "
                          f"(default {GPU_ROW_BLOCK}), or unset it")
     return int(override)  # not gated: gpu only
+
+
+def prefill_row_block() -> int:  # not gated: gpu only
+    """``GPU_PREFILL_BLOCK``, or ``$BATCHLAB_INVARIANT_ROW_BLOCK`` when set (one block for
+    all, as before the row GEMM)."""
+    return int(os.environ.get(ROW_BLOCK_ENV, "") or GPU_PREFILL_BLOCK)
 
 
 class _PaddedRowInts(RowIntsAttribute):
@@ -182,7 +193,12 @@ class InvariantScheduler(Scheduler):
             # (invariant_modules.py). Prompts are prefilled together where every layer's
             # prefill attention can run over each row's own keys (RowKV), else alone (the
             # shapes of its run alone: no padding in its attention, SSM scan or expert sort).
-            model = blocked_model(model, rows, invariant_modules=True)
+            blocked = blocked_model(model, rows, invariant_modules=True)
+            if self.row_block is None and decodes_all_by_rows(blocked):  # not gated: gpu only
+                # the block serves prefill alone: a larger one, fewer GEMMs per prompt batch
+                rows = prefill_row_block()
+                blocked = blocked_model(model, rows, invariant_modules=True)
+            model = blocked
             self.caches = BatchCaches(kv_class=RowKV, ring_class=RowWindowKV)
             together = prefills_together(model, self.caches)
             if not together:
