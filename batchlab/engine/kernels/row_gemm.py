@@ -160,8 +160,8 @@ _SOURCE = """
 # fresh accumulator, then class 1's, ..., each class's sum added to the running one when
 # it ends, ((p0 + p1) + p2) + p3. The MMAs get the same 8 values a lane loads above
 # (x's row and W's row at 32 s + 8 t), so every element's bits equal the kernel above's:
-# which of the two runs is a matter of speed alone. Tiles come in through cp.async, two
-# buffers deep (zeros past the matrix); rows are 64 bytes, so a lane group's 16-byte
+# which of the two runs is a matter of speed alone. Tiles come in through cp.async, four
+# steps deep (zeros past the matrix); rows are 64 bytes, so a lane group's 16-byte
 # reads of two rows cover the 32 banks once.
 _TILED_SOURCE = """
     constexpr int BM = 128;
@@ -181,8 +181,9 @@ _TILED_SOURCE = """
     const int steps = (K + 31) / 32;
     const bool aligned = ((reinterpret_cast<size_t>(x) | reinterpret_cast<size_t>(w)) & 15) == 0;
 
-    __shared__ __align__(16) unsigned short xs[2][BM][32];
-    __shared__ __align__(16) unsigned short ws[2][BN][32];
+    constexpr int STAGES = 4;         // tiles in flight: 4 x 12 KB, the static limit
+    __shared__ __align__(16) unsigned short xs[STAGES][BM][32];
+    __shared__ __align__(16) unsigned short ws[STAGES][BN][32];
 
     // the q-th step of the class order: class c holds s = c, c + 4, ...
     auto step_of = [&](int q) {
@@ -227,18 +228,20 @@ _TILED_SOURCE = """
             #pragma unroll
             for (int i = 0; i < 4; ++i) { acc[mt][nf][i] = 0.0f; sum[mt][nf][i] = 0.0f; }
 
-    load_tile(0, step_of(0));
+    // a commit group per step, empty past the last, so that waiting for all but the
+    // STAGES - 2 newest groups always means step q has landed
+    for (int p = 0; p < STAGES - 1; ++p) {
+        if (p < steps) load_tile(p, step_of(p));
+        else asm volatile("cp.async.commit_group;\\n" ::);
+    }
     int cls = 0;
     for (int q = 0; q < steps; ++q) {
         const int s = step_of(q);
-        if (q + 1 < steps) {
-            load_tile((q + 1) & 1, step_of(q + 1));
-            asm volatile("cp.async.wait_group 1;\\n" ::);
-        } else {
-            asm volatile("cp.async.wait_group 0;\\n" ::);
-        }
-        __syncthreads();
-        const int buf = q & 1;
+        asm volatile("cp.async.wait_group 2;\\n" ::);
+        __syncthreads();  // step q visible to all; every warp is done with step q - 1's buffer
+        if (q + STAGES - 1 < steps) load_tile((q + STAGES - 1) % STAGES, step_of(q + STAGES - 1));
+        else asm volatile("cp.async.commit_group;\\n" ::);
+        const int buf = q % STAGES;
         uint4 wf[4];
         #pragma unroll
         for (int nf = 0; nf < 4; ++nf)
@@ -267,7 +270,6 @@ _TILED_SOURCE = """
                     }
             ++cls;
         }
-        __syncthreads();  // the buffer is refilled next step
     }
     // classes with no step (K < 128) add their zero sums, as the split kernel's idle warps
     for (; cls < RG_KW; ++cls)
