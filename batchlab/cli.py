@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from pathlib import Path
 
@@ -156,8 +157,21 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# Commands that judge engines against an oracle run MLX's float32 matmuls at float32
+# rounding: MLX computes them in TF32 on CUDA (and on M5-class Metal) unless
+# MLX_ENABLE_TF32=0, and the gate's float32 bounds assume float32. On the H200 the seven
+# float32 MoE cells that failed the invariant path's second judge (max KL 0.014-0.31) all
+# pass with it off, at max KL <= 8.5e-9 (reports/bench/cuda-sm90/issue28-row-gemm/).
+# MLX reads the variable once, so it is set before a command module imports MLX; a value
+# the user set stands. The bench and the server keep MLX's default (speed).
+JUDGING_COMMANDS = frozenset({"matrix", "golden", "selftest", "gate"})
+TF32_ENV = "MLX_ENABLE_TF32"
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.command in JUDGING_COMMANDS:
+        os.environ.setdefault(TF32_ENV, "0")
     from rich.console import Console
 
     console = Console()

@@ -1,6 +1,7 @@
 """What a log or a pipe shows: progress lines, an 80-column grid, text kept as text."""
 
 import io
+import os
 import re
 from types import SimpleNamespace
 
@@ -110,3 +111,22 @@ def test_golden_regen_on_a_log_prints_progress(monkeypatch, tmp_path):
     assert progress[0].startswith(
         "oracle: 19/19 goldens, 1 oracle errors, 1 oracle-bug so far, ")
     assert "Traceback: [[cell]] #3" in lines
+
+
+def test_judging_commands_run_float32_matmuls_at_float32_and_the_bench_keeps_tf32(
+        monkeypatch, capsys):
+    """A command that judges against an oracle sets MLX_ENABLE_TF32=0 before MLX is
+    imported (the gate's float32 bounds assume float32 rounding; TF32 failed 7 float32
+    cells on the H200); others keep MLX's default, and a value the user set stands."""
+    from batchlab.cli import TF32_ENV
+
+    monkeypatch.delenv(TF32_ENV, raising=False)
+    assert main(["matrix", "list", "--filter", "no-such-cell"]) == 0
+    assert os.environ[TF32_ENV] == "0"
+    monkeypatch.setenv(TF32_ENV, "1")
+    assert main(["matrix", "list", "--filter", "no-such-cell"]) == 0
+    assert os.environ[TF32_ENV] == "1"
+    monkeypatch.delenv(TF32_ENV)
+    main(["bench", "report", "--out", "/nonexistent-batchlab-bench"])
+    assert TF32_ENV not in os.environ
+    capsys.readouterr()

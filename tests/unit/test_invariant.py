@@ -386,3 +386,20 @@ def test_one_token_forwards_decode_by_the_row_kernel_and_prompts_by_blocks(monke
     assert len(calls) == projections * 5  # the joiners' step and 4 decode steps, no prefill
     assert set(calls) == {(3, 1)}
     assert not rowblock._Phase.decoding  # reset after each forward
+
+
+def test_the_row_gemm_takes_2d_16_bit_weights_whose_k_is_whole_8_value_loads():
+    """``row_gemm.supports``: what the CUDA kernel can load (8 values a lane, bf16/fp16)
+    and the input dtype its MMA reads; the answer depends on the weight alone, so a
+    layer decodes the same way at every B."""
+    from batchlab.engine.kernels.row_gemm import K_WARPS, TILED_FROM, _tiling, supports
+
+    assert supports(mx.zeros((24, 16), mx.bfloat16)) and supports(mx.zeros((5, 8), mx.float16))
+    assert not supports(mx.zeros((24, 12), mx.bfloat16))  # K = 12: not whole loads
+    assert not supports(mx.zeros((24, 16), mx.float32))  # float32: cuBLAS blocks
+    assert not supports(mx.zeros((2, 24, 16), mx.bfloat16))  # expert stacks: gathers
+    assert not supports(mx.zeros((24, 16), mx.bfloat16), x_dtype=mx.float32)
+    assert K_WARPS == 4  # the summation order both kernels share
+    assert [_tiling(m) for m in (1, 16, 17, 64, 65)] == [
+        (1, 1, 1, 4), (1, 1, 1, 4), (2, 2, 4, 2), (2, 2, 4, 2), (2, 4, 4, 1)]
+    assert TILED_FROM == 65
