@@ -385,7 +385,7 @@ def test_one_token_forwards_decode_by_the_row_kernel_and_prompts_by_blocks(monke
     projections = 7 * len(model.layers) + 1  # q k v o gate up down, and the tied head
     assert len(calls) == projections * 5  # the joiners' step and 4 decode steps, no prefill
     assert set(calls) == {(3, 1)}
-    assert not rowblock._Phase.decoding  # reset after each forward
+    assert not rowblock._PHASE.decoding  # reset after each forward
 
 
 def test_the_row_gemm_takes_2d_16_bit_weights_whose_k_is_whole_8_value_loads():
@@ -403,3 +403,28 @@ def test_the_row_gemm_takes_2d_16_bit_weights_whose_k_is_whole_8_value_loads():
     assert [_tiling(m) for m in (1, 16, 17, 64, 65)] == [
         (1, 1, 1, 4), (1, 1, 1, 4), (2, 2, 4, 2), (2, 2, 4, 2), (2, 4, 4, 1)]
     assert TILED_FROM == 65
+
+
+def test_the_one_token_phase_is_per_thread():
+    """A server building one scheduler's decode forward while another thread builds a
+    prompt's prefill: the prefill must not see the decode's phase (its projections would
+    take the row kernel on CUDA, and that prompt's bits would differ from its run alone)."""
+    import threading
+
+    from batchlab.engine.paths.invariant import rowblock
+
+    inside, seen = threading.Event(), []
+
+    def decode():
+        with rowblock.decoding_by_rows():
+            inside.set()
+            release.wait(5)
+
+    release = threading.Event()
+    t = threading.Thread(target=decode)
+    t.start()
+    inside.wait(5)
+    seen.append(rowblock._PHASE.decoding)
+    release.set()
+    t.join()
+    assert seen == [False]

@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import os
+import threading
 
 import mlx.core as mx
 from mlx import nn
@@ -68,10 +69,15 @@ def blocked_rows(fn, x: mx.array, rows: int) -> mx.array:
 ROW_GEMM_ENV = "BATCHLAB_INVARIANT_ROW_GEMM"
 
 
-class _Phase:
-    """Whether the forward being built is a one-token step (``decoding_by_rows``)."""
+class _Phase(threading.local):
+    """Whether the forward this thread is building is a one-token step
+    (``decoding_by_rows``); per thread, as a server may build two schedulers' forwards
+    at once."""
 
     decoding = False
+
+
+_PHASE = _Phase()
 
 
 @contextlib.contextmanager
@@ -79,11 +85,11 @@ def decoding_by_rows():
     """Within: the model's one-token forward, whose projections run ``row_gemm`` where
     their wrapper ``decodes_by_rows``. MLX builds the graph as the model's Python runs,
     so the flag is read while the forward is called, not when it is evaluated."""
-    before, _Phase.decoding = _Phase.decoding, True
+    before, _PHASE.decoding = _PHASE.decoding, True
     try:
         yield
     finally:
-        _Phase.decoding = before
+        _PHASE.decoding = before
 
 
 def row_kernel_available() -> bool:
@@ -113,7 +119,7 @@ class _Blocked(nn.Module):
     def _by_rows(self, x: mx.array) -> bool:
         """A one-token forward's product by the row kernel (a choice made by the phase,
         the weight and the dtypes: the same at every M)."""
-        return (_Phase.decoding and self.decodes_by_rows
+        return (_PHASE.decoding and self.decodes_by_rows
                 and x.dtype == self.inner.weight.dtype)
 
 
