@@ -1,3 +1,4 @@
+# RUN in the seventh round (s15b, TF32 off only): reports/bench/cuda-sm90/issue28-row-gemm/s15b-bench/tf32-0/.
 # Issue 28, for the next session (NOT RUN in h200f: no device time left in its grant).
 # The seven float32 MoE cells that fail the invariant path's second judge at both row
 # blocks (reports/bench/cuda-sm90/issue28-ba08d27/), with MLX's float32 GEMMs at full

@@ -5,14 +5,9 @@
 # 3. the fast cells of matrices/cuda.toml with it (116/124 without; must add no FAIL);
 # 4. the bench at B=1, fast with and without it against generate_step in each run.
 # ~6 minutes after the staging calls.
-# Run as: source .gpu-stage/h200f/q4/install.sh && bash <staged copy of this script>
+# Run as (from main's tree, after the staging calls q1-q3):
+#   source .gpu-stage/h200f/q4/install.sh && bash tools/h200/s14-h200f-pretranspose.sh
 set -u
-T=/tmp/h200f-tree
-if [ ! -d $T ]; then
-  mkdir -p $T && tar cf - --exclude=./.gpu-stage . | tar xf - -C $T
-  tar xzf .gpu-stage/h200f-code/h200f.tgz -C $T
-fi
-cd $T || exit 1
 export PYTHONUNBUFFERED=1 PYTHONPATH=/tmp/site:$PWD BATCHLAB_CACHE=/tmp/blc
 R=$OUT/p; mkdir -p $R
 pack() { tar czf $OUT/p.tgz -C $OUT p; }
