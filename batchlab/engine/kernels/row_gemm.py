@@ -309,7 +309,7 @@ def supports(weight: mx.array, x_dtype: mx.Dtype | None = None) -> bool:
             and weight.shape[1] % 8 == 0 and (x_dtype is None or x_dtype == weight.dtype))
 
 
-def _tiling(m: int) -> tuple[int, int, int, int]:
+def _tiling(m: int) -> tuple[int, int, int, int]:  # not gated: gpu only
     """(CW, NF, MT, U) for M rows: only who computes which element (the summation order
     is K's): small M spreads the columns over many blocks for the weight's bandwidth,
     larger M gives a block more columns and rows so that x is read fewer times."""

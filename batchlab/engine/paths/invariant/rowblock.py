@@ -113,7 +113,7 @@ class _Blocked(nn.Module):
         self.rows = rows
         weight = getattr(inner, "weight", None)
         self.decodes_by_rows = (type(inner) in (nn.Linear, nn.Embedding) and weight is not None
-                                and row_kernel_available() and row_gemm.supports(weight))
+                                and row_gemm.supports(weight) and row_kernel_available())
         self.freeze()
 
     def _by_rows(self, x: mx.array) -> bool:
