@@ -10,8 +10,10 @@ evictions); what a row's bits could depend on is removed, per source
   order, masked padding only in front) instead of ``BatchRing``, whose pointer is
   shared by the batch;
 - the matmul kernel chosen by M: where the backend's GEMM is not row-invariant across M
-  (GPUs), every projection runs in blocks of a fixed number of rows (``rowblock.py``);
-  on the CPU backend it is invariant already and the model runs as it is;
+  (GPUs), a one-token forward runs its projections through ``row_gemm.py`` (each
+  element's arithmetic fixed by K alone) where the weights allow, and prompts (and
+  other weights) run in blocks of a fixed number of rows (``rowblock.py``); on the CPU
+  backend the matmul is invariant already and the model runs as it is;
 - mask or no mask: full-attention decode masks are dropped only where that cannot
   change a bit (the CPU backend), as on l1, so on a GPU a row alone is masked too.
 
