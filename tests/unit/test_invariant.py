@@ -428,3 +428,32 @@ def test_the_one_token_phase_is_per_thread():
     release.set()
     t.join()
     assert seen == [False]
+
+
+def test_grouped_row_gemms_keep_every_bit_in_one_call_per_group(monkeypatch):
+    """BATCHLAB_ROW_GEMM_GROUPS=1: a layer's q/k/v and gate/up each take one row GEMM call
+    for their shared input, every member slicing its own columns; the bits equal the
+    blocked run's (here with stand-ins that compute each weight's product alone)."""
+    from batchlab.engine.paths.invariant import rowblock
+
+    model = load("llama").model
+    blocked = _run_blocked(monkeypatch, model, True, [])
+    single, grouped = [], []
+
+    def one(weight, x):
+        single.append(weight.shape)
+        return x @ weight.T
+
+    def group(weights, x):
+        grouped.append(len(weights))
+        return mx.concatenate([x @ w.T for w in weights], axis=-1)
+
+    monkeypatch.setenv(rowblock.ROW_GROUPS_ENV, "1")
+    monkeypatch.setattr(rowblock, "row_kernel_available", lambda: True)
+    monkeypatch.setattr(rowblock, "_decode_product", one)
+    monkeypatch.setattr(rowblock, "_group_product", group)
+    assert _run_blocked(monkeypatch, model, False, []) == blocked
+    layers = len(model.layers)
+    steps = 5  # the joiners' first step and 4 decode steps
+    assert sorted(grouped) == sorted([3, 2] * layers * steps)
+    assert len(single) == (2 * layers + 1) * steps  # o, down and the tied head alone

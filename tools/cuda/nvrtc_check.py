@@ -81,6 +81,18 @@ def main() -> int:
         print(f"row_gemm tiled {ctype}: {'compiled' if ok else 'FAILED'}")
         if log.strip():
             print(log)
+        for three in ("true", "false"):  # the grouped kernels (q/k/v, gate/up)
+            for name, src, tpl in (
+                    ("split", rg._SOURCE, {"CW": 2, "NF": 2, "MT": 4, "U": 2}),
+                    ("tiled", rg._TILED_SOURCE, {})):
+                ok, log = compile_kernel(rg.grouped_source(src), rg._HEADER,
+                                         ["x", "w0", "w1", "w2"], ["out"],
+                                         {"T": ctype, "BF16": bf16, "THREE": three, **tpl})
+                ok_all &= ok
+                print(f"row_gemm grouped {name} {ctype} THREE={three}: "
+                      f"{'compiled' if ok else 'FAILED'}")
+                if log.strip():
+                    print(log)
     print("NVRTC OK" if ok_all else "NVRTC FAILED")
     return 0 if ok_all else 1
 

@@ -20,7 +20,7 @@ import time
 
 import mlx.core as mx
 
-from batchlab.engine.kernels.row_gemm import row_gemm
+from batchlab.engine.kernels.row_gemm import row_gemm, row_gemm_group
 
 # (K, N): llama-3.2-1b's q/o, k/v, gate/up, down and tied head; llama-3.1-8b's;
 # zoo-sized and ragged ones (K a multiple of 8, N any)
@@ -69,6 +69,19 @@ def main() -> None:
             print(f"{dtype} K={k} N={n}: rows equal at every (offset, m): {not bad}"
                   f"{'' if not bad else f' (differ at {bad[:4]})'}; rel RMS row_gemm "
                   f"{ours:.2e} cuBLAS {cublas:.2e}{'' if ok_acc else ' TOO FAR'}", flush=True)
+    # grouped calls (q/k/v, gate/up of llama-3.2-1b and llama-3.1-8b): each element equal
+    # to the single product's, at both kernels' row counts
+    for k, ns in ((2048, (2048, 512, 512)), (2048, (8192, 8192)), (4096, (4096, 1024, 1024)),
+                  (4096, (14336, 14336)), (64, (64, 16, 16)), (48, (24, 40))):
+        mx.random.seed(k + sum(ns))
+        x = mx.random.normal((300, k)).astype(mx.bfloat16)
+        ws = [(mx.random.normal((n, k)) / math.sqrt(k)).astype(mx.bfloat16) for n in ns]
+        bad = [m for m in (1, 5, 16, 17, 64, 65, 256, 300)
+               if not mx.array_equal(row_gemm_group(x[:m], ws),
+                                     mx.concatenate([row_gemm(x[:m], w) for w in ws], -1)).item()]
+        invariant &= not bad
+        print(f"grouped K={k} N={ns}: equal to the single products: {not bad}"
+              f"{'' if not bad else f' (differ at m={bad})'}", flush=True)
     print(f"ROW GEMM INVARIANT {'yes' if invariant else 'no'}")
     print(f"ROW GEMM ACCURATE {'yes' if accurate else 'no'}", flush=True)
     print("us per product (40 evaluated together): row_gemm / x @ W.T")

@@ -42,6 +42,13 @@ __device__ __forceinline__ uint4 rg_load8(const void* base, size_t index, bool o
     for (int i = 0; i < 4; ++i) v[i] = unsigned(p[2 * i]) | (unsigned(p[2 * i + 1]) << 16);
     return make_uint4(v[0], v[1], v[2], v[3]);
 }
+__device__ __forceinline__ const void* rg_wrow(const void* w0, const void* w1, const void* w2,
+                                             int n0, int n1, int n, int k) {
+    // row n of the weights stacked along N (a grouped product), as 16-bit values
+    const unsigned short* base = reinterpret_cast<const unsigned short*>(
+        n < n0 ? w0 : (n < n0 + n1 ? w1 : w2));
+    return base + (size_t)(n < n0 ? n : (n < n0 + n1 ? n - n0 : n - n0 - n1)) * k;
+}
 template <bool BF16>
 __device__ __forceinline__ void rg_mma(float* d, unsigned a0, unsigned a1, unsigned a2,
                                        unsigned a3, unsigned b0, unsigned b1) {
@@ -292,12 +299,43 @@ _TILED_SOURCE = """
             }
 """
 
+# A grouped product: one call for several weights of one input (q/k/v, gate/up), their
+# rows stacked along N in the kernel (nothing concatenated in memory). Each element is
+# computed as in the single product, from its own row of its own weight.
+_GROUPED = (
+    ("const int N = w_shape[0];",
+     "const int N0 = w0_shape[0];\n    const int N1 = w1_shape[0];\n"
+     "    const int N = N0 + N1 + (THREE ? w2_shape[0] : 0);"),
+    ("rg_load8(w, (size_t)n * K + k, kin && n < N)",
+     "rg_load8(rg_wrow(w0, w1, w2, N0, N1, n, K), k, kin && n < N)"),
+    ("reinterpret_cast<size_t>(w)",
+     "reinterpret_cast<size_t>(w0) | reinterpret_cast<size_t>(w1) | reinterpret_cast<size_t>(w2)"),
+    ("reinterpret_cast<const unsigned short*>(is_x ? (const void*)x : (const void*)w)\n"
+     "                + (ok ? (size_t)grow * K + k : 0);",
+     "!ok ? reinterpret_cast<const unsigned short*>(x)\n"
+     "                : is_x ? reinterpret_cast<const unsigned short*>(x) + (size_t)grow * K + k\n"
+     "                : reinterpret_cast<const unsigned short*>(rg_wrow(w0, w1, w2, N0, N1, grow, K)) + k;"),
+)
+
+
+def grouped_source(source: str) -> str:
+    """``source`` over weights ``w0, w1, w2`` stacked along N (``w2`` read only when
+    ``THREE``); every anchor it rewrites must be found, or the kernel would read ``w``."""
+    for old, new in _GROUPED:
+        if old in source:
+            source = source.replace(old, new)
+    if "w_shape" in source or "(w," in source or ")w)" in source:  # not gated: source check
+        raise AssertionError("row_gemm: a grouped kernel still reads the single weight w")
+    return source
+
+
 @functools.cache
-def _kernel(tiled: bool):  # not gated: gpu only
+def _kernel(tiled: bool, grouped: bool = False):  # not gated: gpu only
+    source = _TILED_SOURCE if tiled else _SOURCE
     return mx.fast.cuda_kernel(
-        name="batchlab_row_gemm_tiled" if tiled else "batchlab_row_gemm",
-        input_names=["x", "w"], output_names=["out"],
-        source=_TILED_SOURCE if tiled else _SOURCE, header=_HEADER,
+        name=f"batchlab_row_gemm{'_tiled' if tiled else ''}{'_group' if grouped else ''}",
+        input_names=["x", "w0", "w1", "w2"] if grouped else ["x", "w"], output_names=["out"],
+        source=grouped_source(source) if grouped else source, header=_HEADER,
         ensure_row_contiguous=True)
 
 
@@ -333,21 +371,37 @@ def row_gemm(x: mx.array, weight: mx.array,
     """``x @ weight.T`` over x's last axis, each row's bits independent of the others and
     of their number (see the module docstring). CUDA only; ``supports(weight)`` first.
     ``tiled``: force one of the two kernels (a probe's comparison); None picks by M."""
+    return _product(x, [weight], tiled)
+
+
+def row_gemm_group(x: mx.array, weights: list[mx.array],
+                   tiled: bool | None = None) -> mx.array:  # not gated: gpu only
+    """``concatenate([x @ w.T for w in weights], -1)`` in one call for 2 or 3 weights of
+    one K and dtype, each element the bits ``row_gemm(x, w)`` gives it."""
+    if len(weights) not in (2, 3):
+        raise ValueError(f"row_gemm_group takes 2 or 3 weights, got {len(weights)}")
+    return _product(x, list(weights), tiled)
+
+
+def _product(x: mx.array, weights: list[mx.array], tiled: bool | None) -> mx.array:  # not gated: gpu only
     lead, k = x.shape[:-1], x.shape[-1]
     flat = x.reshape(-1, k)
-    m, n = flat.shape[0], weight.shape[0]
+    m, n = flat.shape[0], sum(w.shape[0] for w in weights)
+    grouped = len(weights) > 1
+    inputs = [flat, *weights, *weights[-1:] * (4 - 1 - len(weights))] if grouped else [flat, *weights]
+    template = [("T", x.dtype), ("BF16", x.dtype == mx.bfloat16)]
+    if grouped:
+        template.append(("THREE", len(weights) == 3))
     if m >= TILED_FROM if tiled is None else tiled:
-        out = _kernel(True)(
-            inputs=[flat, weight], template=[("T", x.dtype), ("BF16", x.dtype == mx.bfloat16)],
+        out = _kernel(True, grouped)(
+            inputs=inputs, template=template,
             grid=(256 * -(-m // 128), -(-n // 64), 1), threadgroup=(256, 1, 1),
             output_shapes=[(m, n)], output_dtypes=[x.dtype])[0]
         return out.reshape(*lead, n)
     cw, nf, mt, u = _tiling(m)
     threads = 32 * K_WARPS * cw
-    out = _kernel(False)(
-        inputs=[flat, weight],
-        template=[("T", x.dtype), ("BF16", x.dtype == mx.bfloat16), ("CW", cw), ("NF", nf),
-                  ("MT", mt), ("U", u)],
+    out = _kernel(False, grouped)(
+        inputs=inputs, template=template + [("CW", cw), ("NF", nf), ("MT", mt), ("U", u)],
         grid=(threads * -(-m // (16 * mt)), -(-n // (8 * nf * cw)), 1),
         threadgroup=(threads, 1, 1),
         output_shapes=[(m, n)], output_dtypes=[x.dtype])[0]

@@ -102,6 +102,50 @@ def _decode_product(weight: mx.array, x: mx.array) -> mx.array:  # not gated: gp
     return row_gemm.row_gemm(x, weight)
 
 
+def _group_product(weights: list[mx.array], x: mx.array) -> mx.array:  # not gated: gpu only
+    return row_gemm.row_gemm_group(x, weights)
+
+
+# BATCHLAB_ROW_GEMM_GROUPS=1 (opt-in until measured on the H200): a layer's q/k/v (and
+# gate/up) take one row GEMM call for their shared input instead of one each. Every
+# element keeps its bits (its arithmetic reads its own row and column only); what it
+# saves is host time: at B = 1 each ``mx.fast.cuda_kernel`` call costs the invariant
+# path's forward build ~9 us (MLX rebuilds the kernel's source per call), 113 calls a
+# step on llama-3.2-1b against 65 grouped (reports/bench/cuda-sm90/issue28-row-gemm/).
+ROW_GROUPS_ENV = "BATCHLAB_ROW_GEMM_GROUPS"
+GROUPS = (("q_proj", "k_proj", "v_proj"), ("gate_proj", "up_proj"))
+
+
+class _RowGroup:
+    """The members of one group: their weights' product for the last input, computed
+    once (mlx-lm's modules call ``q_proj(x), k_proj(x), v_proj(x)`` on the same array)."""
+
+    def __init__(self, members: list):
+        self.weights = [m.inner.weight for m in members]
+        self._last: tuple[mx.array, mx.array] | None = None
+
+    def product(self, x: mx.array) -> mx.array:
+        if self._last is None or self._last[0] is not x:
+            self._last = (x, _group_product(self.weights, x))
+        return self._last[1]
+
+
+def _group_projections(module: nn.Module) -> None:
+    """Give the row-decoded projections of each of ``GROUPS`` found whole among
+    ``module``'s children (one K and dtype) a shared ``_RowGroup`` and their columns."""
+    for names in GROUPS:
+        members = [module[n] for n in names if n in module]
+        if (len(members) < len(names)
+                or not all(isinstance(m, BlockedLinear) and m.decodes_by_rows for m in members)
+                or len({(m.inner.weight.shape[1], m.inner.weight.dtype) for m in members}) > 1):
+            continue
+        group, start = _RowGroup(members), 0
+        for member in members:
+            stop = start + member.inner.weight.shape[0]
+            object.__setattr__(member, "_group", (group, start, stop))  # not a child module
+            start = stop
+
+
 class _Blocked(nn.Module):
     """A frozen wrapper of ``inner`` that runs its products ``rows`` rows at a time, or
     (``decodes_by_rows``: an unquantized bf16 / fp16 weight where the row kernel runs)
@@ -126,9 +170,15 @@ class _Blocked(nn.Module):
 class BlockedLinear(_Blocked):
     """A Linear or QuantizedLinear whose product runs ``rows`` rows at a time."""
 
+    _group = None  # (its _RowGroup, first column, end column) where grouped
+
     def __call__(self, x: mx.array) -> mx.array:
         if self._by_rows(x):  # not gated: gpu only
-            y = _decode_product(self.inner.weight, x)
+            if self._group is None:
+                y = _decode_product(self.inner.weight, x)
+            else:
+                group, start, stop = self._group
+                y = group.product(x)[..., start:stop]
             return y + self.inner.bias if "bias" in self.inner else y
         return blocked_rows(self.inner, x, self.rows)
 
@@ -167,6 +217,8 @@ def _blocked(value, rows: int, swap: bool):
         clone = copy.copy(value)  # a shallow copy: the same arrays, its own children
         for key, child in value.items():
             clone[key] = _blocked(child, rows, swap)
+        if os.environ.get(ROW_GROUPS_ENV) == "1":  # opt-in: see ROW_GROUPS_ENV
+            _group_projections(clone)
         return clone
     if isinstance(value, list):
         return [_blocked(v, rows, swap) for v in value]
