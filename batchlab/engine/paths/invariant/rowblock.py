@@ -120,17 +120,17 @@ class _RowGroup:
     """The members of one group: their weights' product for the last input, computed
     once (mlx-lm's modules call ``q_proj(x), k_proj(x), v_proj(x)`` on the same array)."""
 
-    def __init__(self, members: list):
+    def __init__(self, members: list):  # not gated: gpu only
         self.weights = [m.inner.weight for m in members]
         self._last: tuple[mx.array, mx.array] | None = None
 
-    def product(self, x: mx.array) -> mx.array:
+    def product(self, x: mx.array) -> mx.array:  # not gated: gpu only
         if self._last is None or self._last[0] is not x:
             self._last = (x, _group_product(self.weights, x))
         return self._last[1]
 
 
-def _group_projections(module: nn.Module) -> None:
+def _group_projections(module: nn.Module) -> None:  # not gated: gpu only
     """Give the row-decoded projections of each of ``GROUPS`` found whole among
     ``module``'s children (one K and dtype) a shared ``_RowGroup`` and their columns."""
     for names in GROUPS:
@@ -217,7 +217,7 @@ def _blocked(value, rows: int, swap: bool):
         clone = copy.copy(value)  # a shallow copy: the same arrays, its own children
         for key, child in value.items():
             clone[key] = _blocked(child, rows, swap)
-        if os.environ.get(ROW_GROUPS_ENV) == "1":  # opt-in: see ROW_GROUPS_ENV
+        if os.environ.get(ROW_GROUPS_ENV) == "1":  # not gated: gpu only (opt-in)
             _group_projections(clone)
         return clone
     if isinstance(value, list):
