@@ -405,6 +405,18 @@ def test_the_row_gemm_takes_2d_16_bit_weights_whose_k_is_whole_8_value_loads():
     assert TILED_FROM == 65
 
 
+def test_the_grouped_kernels_read_only_the_stacked_weights():
+    """Both kernel sources rewrite into their grouped form (q/k/v, gate/up in one call)
+    with no read of the single weight ``w`` left; an edit that moves an anchor fails."""
+    from batchlab.engine.kernels import row_gemm
+
+    for source in (row_gemm._SOURCE, row_gemm._TILED_SOURCE):
+        grouped = row_gemm.grouped_source(source)
+        assert "rg_wrow(w0, w1, w2, N0, N1" in grouped and "w_shape" not in grouped
+    with pytest.raises(AssertionError, match="single weight"):
+        row_gemm.grouped_source(row_gemm._SOURCE.replace("(size_t)n * K + k", "(size_t)n*K + k"))
+
+
 def test_the_one_token_phase_is_per_thread():
     """A server building one scheduler's decode forward while another thread builds a
     prompt's prefill: the prefill must not see the decode's phase (its projections would

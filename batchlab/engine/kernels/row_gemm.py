@@ -212,7 +212,8 @@ _TILED_SOURCE = """
             const int k = s * 32 + c16 * 8;
             const int grow = (is_x ? m0 : n0) + row;
             const bool ok = k < K && grow < (is_x ? M : N);
-            const unsigned short* src = reinterpret_cast<const unsigned short*>(is_x ? (const void*)x : (const void*)w)
+            const unsigned short* src =
+                reinterpret_cast<const unsigned short*>(is_x ? (const void*)x : (const void*)w)
                 + (ok ? (size_t)grow * K + k : 0);
             unsigned short* dst = is_x ? &xs[buf][row][c16 * 8] : &ws[buf][row][c16 * 8];
             if (aligned) {
@@ -272,7 +273,8 @@ _TILED_SOURCE = """
                 for (int nf = 0; nf < 4; ++nf)
                     #pragma unroll
                     for (int i = 0; i < 4; ++i) {
-                        sum[mt][nf][i] = cls == 0 ? acc[mt][nf][i] : sum[mt][nf][i] + acc[mt][nf][i];
+                        sum[mt][nf][i] =
+                            cls == 0 ? acc[mt][nf][i] : sum[mt][nf][i] + acc[mt][nf][i];
                         acc[mt][nf][i] = 0.0f;
                     }
             ++cls;
@@ -314,7 +316,8 @@ _GROUPED = (
      "                + (ok ? (size_t)grow * K + k : 0);",
      "!ok ? reinterpret_cast<const unsigned short*>(x)\n"
      "                : is_x ? reinterpret_cast<const unsigned short*>(x) + (size_t)grow * K + k\n"
-     "                : reinterpret_cast<const unsigned short*>(rg_wrow(w0, w1, w2, N0, N1, grow, K)) + k;"),
+     "                : reinterpret_cast<const unsigned short*>(\n"
+     "                      rg_wrow(w0, w1, w2, N0, N1, grow, K)) + k;"),
 )
 
 
@@ -383,12 +386,14 @@ def row_gemm_group(x: mx.array, weights: list[mx.array],
     return _product(x, list(weights), tiled)
 
 
-def _product(x: mx.array, weights: list[mx.array], tiled: bool | None) -> mx.array:  # not gated: gpu only
+def _product(x: mx.array, weights: list[mx.array],
+             tiled: bool | None) -> mx.array:  # not gated: gpu only
     lead, k = x.shape[:-1], x.shape[-1]
     flat = x.reshape(-1, k)
     m, n = flat.shape[0], sum(w.shape[0] for w in weights)
     grouped = len(weights) > 1
-    inputs = [flat, *weights, *weights[-1:] * (4 - 1 - len(weights))] if grouped else [flat, *weights]
+    # a grouped kernel takes three weights: a pair repeats its second (read only if THREE)
+    inputs = [flat, *weights, *weights[-1:] * (3 - len(weights))] if grouped else [flat, weights[0]]
     template = [("T", x.dtype), ("BF16", x.dtype == mx.bfloat16)]
     if grouped:
         template.append(("THREE", len(weights) == 3))
