@@ -23,6 +23,8 @@ from batchlab.bench.measure import (
     repeats_for_family,
 )
 
+L1 = "l1"  # the path every other one is set beside in the table
+
 FIELDS = [f.name for f in dataclasses.fields(Result)]
 _TYPES = typing.get_type_hints(Result)
 
@@ -85,6 +87,10 @@ def markdown(results: list[Result], level: int = 1) -> str:
     head = ["B"] + [f"{e} ms/step" for e in engines] + [f"{e} tok/s" for e in engines]
     head += [f"{p} / mlx-lm" for p in paths] + [f"{e} % roofline" for e in engines]
     head += ["prefill tok/s (" + " / ".join(engines) + ")", "peak GB"]
+    # every other path against l1 in the same run, where l1 ran: its step time over l1's
+    # (> 1: slower) and its prefill tok/s over l1's (< 1: slower), medians
+    beside_l1 = [p for p in paths if p != L1] if L1 in paths else []
+    head += [f"{p} time / l1" for p in beside_l1] + [f"{p} prefill / l1" for p in beside_l1]
     lines += ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
     family = family_p(results)
     for batch in sorted({r.batch for r in results}):
@@ -95,6 +101,9 @@ def markdown(results: list[Result], level: int = 1) -> str:
         cells += [_pct(r and r.roofline_pct) for r in row]
         cells += [" / ".join(_num(r and r.prefill_tok_s) for r in row)]
         cells += [f"{max(r.peak_gb for r in row if r):.3g}"]
+        l1 = by.get((batch, L1))
+        cells += [_over(by.get((batch, p)), l1, "ms_step", "x") for p in beside_l1]
+        cells += [_over(by.get((batch, p)), l1, "prefill_tok_s", "") for p in beside_l1]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
@@ -135,6 +144,12 @@ def _num(x) -> str:
 
 def _ratio(x) -> str:
     return f"{x:.2f}x" if x else ""
+
+
+def _over(r: Result | None, l1: Result | None, field: str, unit: str) -> str:
+    """``r``'s ``field`` over l1's at the same B, or blank where either is missing."""
+    mine, theirs = getattr(r, field, None), getattr(l1, field, None)
+    return f"{mine / theirs:.2f}{unit}" if mine and theirs else ""
 
 
 def _ratio_spread(r: Result | None, family: dict) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import gc
+from pathlib import Path
 
 import pytest
 from mlx import nn
@@ -253,3 +254,22 @@ def test_profile_hooks_are_restored_when_the_window_raises():
         raise RuntimeError("a crashed run")
     assert (type(model).__call__, mx.async_eval) == (forward, async_eval)
     assert clock.submit > 0 and clock.wait >= 0 and clock.build == 0
+
+
+def test_a_path_beside_l1_shows_its_time_and_prefill_over_l1s():
+    """Where l1 ran beside another path, the table gives that path's step time over l1's
+    and its prefill tok/s over l1's at each B, from the medians (issue 28's H200 run:
+    invariant 5.15 against l1 4.79 ms at B=1, unrounded 1.074x; prefill 5577 / 6871)."""
+    from batchlab.bench.report import markdown
+
+    results = read_csv(Path("reports/bench/cuda-sm90/issue28-row-gemm/s16b-bench/bench-1b/"
+                            "llama-3.2-1b.csv"))
+    table = markdown(results)
+    head = next(line for line in table.splitlines() if line.startswith("| B |"))
+    assert head.endswith("| invariant time / l1 | invariant prefill / l1 |")
+    rows = {line.split(" | ")[0]: line for line in table.splitlines()
+            if line[:3] in ("| 1", "| 2")}  # the B=1 and B=256 rows
+    assert rows["| 1"].endswith("| 1.07x | 0.81 |")
+    assert rows["| 256"].endswith("| 1.02x | 0.51 |")
+    only_l1 = markdown([r for r in results if r.engine != "invariant"])
+    assert "/ l1" not in only_l1
