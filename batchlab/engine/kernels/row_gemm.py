@@ -321,13 +321,13 @@ _GROUPED = (
 )
 
 
-def grouped_source(source: str) -> str:
+def grouped_source(source: str) -> str:  # not gated: gpu only
     """``source`` over weights ``w0, w1, w2`` stacked along N (``w2`` read only when
     ``THREE``); every anchor it rewrites must be found, or the kernel would read ``w``."""
     for old, new in _GROUPED:
         if old in source:
             source = source.replace(old, new)
-    if "w_shape" in source or "(w," in source or ")w)" in source:  # not gated: source check
+    if "w_shape" in source or "(w," in source or ")w)" in source:
         raise AssertionError("row_gemm: a grouped kernel still reads the single weight w")
     return source
 
