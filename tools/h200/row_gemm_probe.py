@@ -48,7 +48,7 @@ def timed(fn, reps: int = 40) -> float:
 
 def main() -> None:
     print("mlx", mx.__version__, mx.default_device())
-    quick = os.environ.get("QUICK") == "1"  # bf16 only, M 256 timed: a re-check after a speed change
+    quick = os.environ.get("QUICK") == "1"  # bf16 only, M 256 timed: a re-check of speed
     invariant = accurate = True
     for dtype in (mx.bfloat16,) if quick else (mx.bfloat16, mx.float16):
         for k, n in SHAPES if dtype == mx.bfloat16 else SHAPES[:3] + SHAPES[-4:]:
@@ -71,16 +71,19 @@ def main() -> None:
                   f"{ours:.2e} cuBLAS {cublas:.2e}{'' if ok_acc else ' TOO FAR'}", flush=True)
     # grouped calls (q/k/v, gate/up of llama-3.2-1b and llama-3.1-8b): each element equal
     # to the single product's, at both kernels' row counts
-    for k, ns in ((2048, (2048, 512, 512)), (2048, (8192, 8192)), (4096, (4096, 1024, 1024)),
-                  (4096, (14336, 14336)), (64, (64, 16, 16)), (48, (24, 40))):
+    # (a boundary inside an 8-column fragment: 20 + 44 + 12; and one float16 group)
+    for k, ns, dt in ((2048, (2048, 512, 512), mx.bfloat16), (2048, (8192, 8192), mx.bfloat16),
+                      (4096, (4096, 1024, 1024), mx.bfloat16), (4096, (14336, 14336), mx.bfloat16),
+                      (64, (64, 16, 16), mx.bfloat16), (48, (24, 40), mx.bfloat16),
+                      (40, (20, 44, 12), mx.bfloat16), (2048, (2048, 512, 512), mx.float16)):
         mx.random.seed(k + sum(ns))
-        x = mx.random.normal((300, k)).astype(mx.bfloat16)
-        ws = [(mx.random.normal((n, k)) / math.sqrt(k)).astype(mx.bfloat16) for n in ns]
+        x = mx.random.normal((300, k)).astype(dt)
+        ws = [(mx.random.normal((n, k)) / math.sqrt(k)).astype(dt) for n in ns]
         bad = [m for m in (1, 5, 16, 17, 64, 65, 256, 300)
                if not mx.array_equal(row_gemm_group(x[:m], ws),
                                      mx.concatenate([row_gemm(x[:m], w) for w in ws], -1)).item()]
         invariant &= not bad
-        print(f"grouped K={k} N={ns}: equal to the single products: {not bad}"
+        print(f"grouped {dt} K={k} N={ns}: equal to the single products: {not bad}"
               f"{'' if not bad else f' (differ at m={bad})'}", flush=True)
     print(f"ROW GEMM INVARIANT {'yes' if invariant else 'no'}")
     print(f"ROW GEMM ACCURATE {'yes' if accurate else 'no'}", flush=True)
@@ -91,7 +94,8 @@ def main() -> None:
         for m in (256,) if quick else (1, 8, 64, 256) + ((1024, 4096) if n <= 8192 else ()):
             x = mx.random.normal((m, k)).astype(mx.bfloat16)
             mx.eval(x, w)
-            ours, theirs = timed(lambda: row_gemm(x, w)), timed(lambda: x @ w.T)
+            ours = timed(lambda x=x, w=w: row_gemm(x, w))
+            theirs = timed(lambda x=x, w=w: x @ w.T)
             cells.append(f"M={m} {ours:.1f}/{theirs:.1f}")
         print(f"K={k} N={n}: " + "; ".join(cells), flush=True)
 

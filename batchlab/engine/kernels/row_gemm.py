@@ -26,6 +26,7 @@ invariant path does not call this.
 from __future__ import annotations
 
 import functools
+import re
 
 import mlx.core as mx
 
@@ -189,6 +190,7 @@ _TILED_SOURCE = """
     const bool aligned = ((reinterpret_cast<size_t>(x) | reinterpret_cast<size_t>(w)) & 15) == 0;
 
     constexpr int STAGES = 4;         // tiles in flight: 4 x 12 KB, the static limit
+    static_assert(STAGES == 4, "wait_group below waits for all but STAGES - 2 = 2 groups");
     __shared__ __align__(16) unsigned short xs[STAGES][BM][32];
     __shared__ __align__(16) unsigned short ws[STAGES][BN][32];
 
@@ -327,7 +329,7 @@ def grouped_source(source: str) -> str:  # not gated: gpu only
     for old, new in _GROUPED:
         if old in source:
             source = source.replace(old, new)
-    if "w_shape" in source or "(w," in source or ")w)" in source:
+    if re.search(r"(?<![.\w])w(?!\w)", source):  # a bare ``w`` (``.w`` is a uint4 field)
         raise AssertionError("row_gemm: a grouped kernel still reads the single weight w")
     return source
 
@@ -389,6 +391,9 @@ def row_gemm_group(x: mx.array, weights: list[mx.array],
 def _product(x: mx.array, weights: list[mx.array],
              tiled: bool | None) -> mx.array:  # not gated: gpu only
     lead, k = x.shape[:-1], x.shape[-1]
+    if any(w.ndim != 2 or w.shape[1] != k or w.dtype != x.dtype for w in weights):
+        raise ValueError(f"row_gemm: weights {[(w.shape, w.dtype) for w in weights]} do not "
+                         f"match x's K = {k} and dtype {x.dtype}")
     flat = x.reshape(-1, k)
     m, n = flat.shape[0], sum(w.shape[0] for w in weights)
     grouped = len(weights) > 1

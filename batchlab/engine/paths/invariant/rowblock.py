@@ -71,10 +71,14 @@ ROW_GEMM_ENV = "BATCHLAB_INVARIANT_ROW_GEMM"
 
 class _Phase(threading.local):
     """Whether the forward this thread is building is a one-token step
-    (``decoding_by_rows``); per thread, as a server may build two schedulers' forwards
+    (``decoding_by_rows``), and the row groups it used (their cached products are
+    dropped when it ends); per thread, as a server may build two schedulers' forwards
     at once."""
 
     decoding = False
+
+    def __init__(self):
+        self.groups: list = []
 
 
 _PHASE = _Phase()
@@ -90,6 +94,10 @@ def decoding_by_rows():
         yield
     finally:
         _PHASE.decoding = before
+        if not before:  # the outermost forward ends: no group keeps its input or product
+            for group in _PHASE.groups:
+                group.forget()  # not gated: gpu only
+            _PHASE.groups.clear()
 
 
 def row_kernel_available() -> bool:
@@ -121,13 +129,18 @@ class _RowGroup:
     once (mlx-lm's modules call ``q_proj(x), k_proj(x), v_proj(x)`` on the same array)."""
 
     def __init__(self, members: list):  # not gated: gpu only
-        self.weights = [m.inner.weight for m in members]
+        self.members = members  # their weights read at each call, as the single product's
         self._last: tuple[mx.array, mx.array] | None = None
 
     def product(self, x: mx.array) -> mx.array:  # not gated: gpu only
-        if self._last is None or self._last[0] is not x:
-            self._last = (x, _group_product(self.weights, x))
-        return self._last[1]
+        last = self._last
+        if last is None or last[0] is not x:
+            last = self._last = (x, _group_product([m.inner.weight for m in self.members], x))
+            _PHASE.groups.append(self)
+        return last[1]
+
+    def forget(self) -> None:  # not gated: gpu only
+        self._last = None
 
 
 def _group_projections(module: nn.Module) -> None:  # not gated: gpu only
