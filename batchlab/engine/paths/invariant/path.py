@@ -62,8 +62,9 @@ from batchlab.engine.paths.invariant.rowblock import (
     decoding_by_rows,
 )
 
-# Rows per GEMM on backends whose matmul kernel depends on M: every projection runs in
-# GEMMs of exactly this many rows, the decode batch padded to a whole block. 256 since
+# Rows per GEMM on backends whose matmul kernel depends on M, for models the row GEMM
+# cannot serve (float32 or quantized weights): every projection runs in GEMMs of exactly
+# this many rows, the decode batch padded to a whole block. 256 since
 # h200f (issue 28): one GEMM per projection at every B <= 256 (64 made four passes over
 # the weights at B = 256), and on the H200 it passed every cell of the invariant CUDA
 # gate that 64 passes, with the same KL statistics on the float32 MoE cells that fail
