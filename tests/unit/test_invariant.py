@@ -304,7 +304,7 @@ def test_the_dispatch_forgets_the_oldest_served_keys_past_its_bound(monkeypatch)
     assert attention_dispatch._cache_of(keys[2], None) is caches[2]
 
 
-def _run_blocked(monkeypatch, model, pads_decode: bool, seen: list):
+def _run_blocked(monkeypatch, model, pads_decode: bool, seen: list, processors=None):
     """Run the path with its GPU measures (8-row GEMMs) on three ragged prompts; return
     every emission's (row, token, logprob bytes)."""
     from batchlab.engine.core.batch import Request
@@ -320,7 +320,8 @@ def _run_blocked(monkeypatch, model, pads_decode: bool, seen: list):
         return out
 
     monkeypatch.setattr(type(s.model), "__call__", spy)
-    s.insert([Request(name=f"r{i}", prompt=tuple(range(1, 3 + 3 * i)), max_tokens=4)
+    s.insert([Request(name=f"r{i}", prompt=tuple(range(1, 3 + 3 * i)), max_tokens=4,
+                      processors=processors if i == 1 else None)  # per-row: one row's
               for i in range(3)])
     out = []
     while s.num_active:
@@ -469,3 +470,26 @@ def test_grouped_row_gemms_keep_every_bit_in_one_call_per_group(monkeypatch):
     steps = 5  # the joiners' first step and 4 decode steps
     assert sorted(grouped) == sorted([3, 2] * layers * steps)
     assert len(single) == (2 * layers + 1) * steps  # o, down and the tied head alone
+
+
+def test_a_row_with_logits_processors_decodes_by_the_row_kernel_too(monkeypatch):
+    """Per-row sampling beside the row kernel: a batch where one row carries logits
+    processors takes the processed forward (``_processed_logprobs``) every step; its
+    projections still run the row kernel (on CUDA, else that step's rows would change
+    kernel with their neighbour's sampling settings) and no prefill does."""
+    from batchlab.engine.core.processors import ProcessorParams
+    from batchlab.engine.paths.invariant import rowblock
+
+    model = load("llama").model
+    penalty = ProcessorParams(repetition_penalty=1.3)
+    blocked = _run_blocked(monkeypatch, model, True, [], processors=penalty)
+    calls = []
+
+    def stand_in(weight, x):
+        calls.append(x.shape[:-1])
+        return x @ weight.T
+
+    monkeypatch.setattr(rowblock, "row_kernel_available", lambda: True)
+    monkeypatch.setattr(rowblock, "_decode_product", stand_in)
+    assert _run_blocked(monkeypatch, model, False, [], processors=penalty) == blocked
+    assert len(calls) == (7 * len(model.layers) + 1) * 5 and set(calls) == {(3, 1)}
