@@ -358,6 +358,22 @@ def test_the_gqa_row_kernel_keeps_the_per_head_kernels_warps():
     assert not row_attention_gqa.fits(64, 4, 256)  # 4 x 16 x 256 floats: past 32 KB
 
 
+def _row_kernel_stand_in(monkeypatch) -> list:
+    """The row kernel made available on the CPU with the plain product standing in for
+    the CUDA kernel (the CPU's matmul is row-invariant); returns its calls' row shapes."""
+    from batchlab.engine.paths.invariant import rowblock
+
+    calls = []
+
+    def stand_in(weight, x):
+        calls.append(x.shape[:-1])
+        return x @ weight.T
+
+    monkeypatch.setattr(rowblock, "row_kernel_available", lambda: True)
+    monkeypatch.setattr(rowblock, "_decode_product", stand_in)
+    return calls
+
+
 def test_one_token_forwards_decode_by_the_row_kernel_and_prompts_by_blocks(monkeypatch):
     """Where every projection can run the row GEMM (CUDA; here a CPU stand-in, the plain
     product), the decode batch is not padded, every one-token forward (the joiners'
@@ -368,14 +384,7 @@ def test_one_token_forwards_decode_by_the_row_kernel_and_prompts_by_blocks(monke
     model = load("llama").model
     blocked_seen = []
     blocked = _run_blocked(monkeypatch, model, True, blocked_seen)
-    calls = []
-
-    def stand_in(weight, x):
-        calls.append(x.shape[:-1])
-        return x @ weight.T
-
-    monkeypatch.setattr(rowblock, "row_kernel_available", lambda: True)
-    monkeypatch.setattr(rowblock, "_decode_product", stand_in)
+    calls = _row_kernel_stand_in(monkeypatch)
     from batchlab.engine.paths.invariant.path import BlockedInvariantScheduler
 
     assert not BlockedInvariantScheduler(model).pads_decode
@@ -478,18 +487,10 @@ def test_a_row_with_logits_processors_decodes_by_the_row_kernel_too(monkeypatch)
     projections still run the row kernel (on CUDA, else that step's rows would change
     kernel with their neighbour's sampling settings) and no prefill does."""
     from batchlab.engine.core.processors import ProcessorParams
-    from batchlab.engine.paths.invariant import rowblock
 
     model = load("llama").model
     penalty = ProcessorParams(repetition_penalty=1.3)
     blocked = _run_blocked(monkeypatch, model, True, [], processors=penalty)
-    calls = []
-
-    def stand_in(weight, x):
-        calls.append(x.shape[:-1])
-        return x @ weight.T
-
-    monkeypatch.setattr(rowblock, "row_kernel_available", lambda: True)
-    monkeypatch.setattr(rowblock, "_decode_product", stand_in)
+    calls = _row_kernel_stand_in(monkeypatch)
     assert _run_blocked(monkeypatch, model, False, [], processors=penalty) == blocked
     assert len(calls) == (7 * len(model.layers) + 1) * 5 and set(calls) == {(3, 1)}

@@ -189,7 +189,7 @@ class InvariantScheduler(Scheduler):
     def __init__(self, model: nn.Module, config: ScheduleConfig = MLX_LM_DEFAULTS,
                  sampling: SamplingParams = GREEDY, row_sampler: type | None = None):
         rows = default_row_block() if self.row_block is None else self.row_block
-        together = False
+        together = by_rows = False
         latent = latent_attention_reason(model) is not None
         if rows:
             # Decode attention runs by rows, MoE experts and convolutions by token
@@ -197,7 +197,8 @@ class InvariantScheduler(Scheduler):
             # prefill attention can run over each row's own keys (RowKV), else alone (the
             # shapes of its run alone: no padding in its attention, SSM scan or expert sort).
             blocked = blocked_model(model, rows, invariant_modules=True)
-            if self.row_block is None and decodes_all_by_rows(blocked):  # not gated: gpu only
+            by_rows = decodes_all_by_rows(blocked)  # a function of the weights and backend
+            if self.row_block is None and by_rows:  # not gated: gpu only
                 # the block serves prefill alone: a larger one, fewer GEMMs per prompt batch
                 rows = prefill_row_block()
                 blocked = blocked_model(model, rows, invariant_modules=True)
@@ -218,8 +219,7 @@ class InvariantScheduler(Scheduler):
         # (not MLA's: it scores the cache's keys outside attention, against every query
         # row, and RoPE offsets of the padding rows would meet no keys); not where every
         # projection decodes by the row kernel (CUDA): no GEMM of a step depends on M
-        self.pads_decode = (bool(rows) and together and not latent
-                            and not decodes_all_by_rows(self.model))
+        self.pads_decode = bool(rows) and together and not latent and not by_rows
 
     def _decode_logprobs(self, inputs: mx.array, caches: list) -> mx.array:
         """The decode forward on the batch padded with token-0 rows to a multiple of the
