@@ -402,7 +402,7 @@ def test_the_row_gemm_takes_2d_16_bit_weights_whose_k_is_whole_8_value_loads():
     """``row_gemm.supports``: what the CUDA kernel can load (8 values a lane, bf16/fp16)
     and the input dtype its MMA reads; the answer depends on the weight alone, so a
     layer decodes the same way at every B."""
-    from batchlab.engine.kernels.row_gemm import K_WARPS, TILED_FROM, _tiling, supports
+    from batchlab.engine.kernels.row_gemm import K_WARPS, TILED_FROM, SplitShape, _tiling, supports
 
     assert supports(mx.zeros((24, 16), mx.bfloat16)) and supports(mx.zeros((5, 8), mx.float16))
     assert not supports(mx.zeros((24, 12), mx.bfloat16))  # K = 12: not whole loads
@@ -410,8 +410,10 @@ def test_the_row_gemm_takes_2d_16_bit_weights_whose_k_is_whole_8_value_loads():
     assert not supports(mx.zeros((2, 24, 16), mx.bfloat16))  # expert stacks: gathers
     assert not supports(mx.zeros((24, 16), mx.bfloat16), x_dtype=mx.float32)
     assert K_WARPS == 4  # the summation order both kernels share
-    assert [_tiling(m) for m in (1, 16, 17, 64, 65)] == [
-        (1, 1, 1, 4), (1, 1, 1, 4), (2, 2, 4, 2), (2, 2, 4, 2), (2, 4, 4, 1)]
+    assert [_tiling(m) for m in (1, 8, 9, 16, 17, 64)] == [
+        SplitShape(cw=1, nf=1, mt=1, u=4, xb=False), SplitShape(cw=1, nf=1, mt=1, u=4, xb=False),
+        SplitShape(cw=1, nf=1, mt=1, u=4, xb=True), SplitShape(cw=1, nf=1, mt=1, u=4, xb=True),
+        SplitShape(cw=2, nf=2, mt=4, u=2, xb=True), SplitShape(cw=2, nf=2, mt=4, u=2, xb=True)]
     assert TILED_FROM == 65
 
 

@@ -30,18 +30,24 @@ def _find(pattern: str) -> str:
 
 
 def compile_kernel(source: str, header: str, inputs: list[str], outputs: list[str],
-                   template: dict[str, str]) -> tuple[bool, str]:
+                   template: dict[str, str], input_types: dict[str, str] | None = None,
+                   output_types: dict[str, str] | None = None) -> tuple[bool, str]:
+    """Compile for sm_90 (ptxas verbose: the log gives registers and spills); inputs and
+    outputs are ``T`` unless ``input_types`` / ``output_types`` name another type."""
+    input_types, output_types = input_types or {}, output_types or {}
     lib = ctypes.CDLL(_find("nvidia/cuda_nvrtc/lib/libnvrtc.so.*"))
     include = os.path.dirname(_find("nvidia/cuda_runtime/include/cuda_bf16.h"))
     consts = "\n".join(f"constexpr auto {k} = {v};" if k != "T" else f"using T = {v};"
                        for k, v in template.items())
-    params = ", ".join([p for n in inputs for p in (f"const T* {n}", f"const int* {n}_shape")]
-                       + [f"T* {n}" for n in outputs])
+    params = ", ".join([p for n in inputs for p in (f"const {input_types.get(n, 'T')}* {n}",
+                                                    f"const int* {n}_shape")]
+                       + [f"{output_types.get(n, 'T')}* {n}" for n in outputs])
     text = (f"#include <cuda_bf16.h>\n#include <cuda_fp16.h>\n{header}\n{consts}\n"
             f'extern "C" __global__ void probe_kernel({params}) {{\n{source}\n}}\n')
     prog = ctypes.c_void_p()
     lib.nvrtcCreateProgram(ctypes.byref(prog), text.encode(), b"probe.cu", 0, None, None)
-    opts = [b"--gpu-architecture=sm_90", b"-I" + include.encode(), b"--std=c++17"]
+    opts = [b"--gpu-architecture=sm_90", b"-I" + include.encode(), b"--std=c++17",
+            b"--ptxas-options=-v"]
     arr = (ctypes.c_char_p * len(opts))(*opts)
     rc = lib.nvrtcCompileProgram(prog, len(opts), arr)
     size = ctypes.c_size_t()
@@ -58,41 +64,53 @@ def _module(path: str):
     sys.modules.setdefault("mlx", type(sys)("mlx"))
     core = type(sys)("mlx.core")
     core.Dtype = object
+    core.array = object
     sys.modules.setdefault("mlx.core", core)
+    sys.modules["kernel_src"] = module  # dataclasses look their module up
     spec.loader.exec_module(module)
     return module
 
 
+def _report(name: str, result: tuple[bool, str]) -> bool:
+    ok, log = result
+    usage = [line.strip() for line in log.splitlines() if "registers" in line or "spill" in line]
+    print(f"{name}: {'compiled' if ok else 'FAILED'}  {' | '.join(usage)}")
+    if not ok:
+        print(log)
+    return ok
+
+
 def main() -> int:
     rg = _module("batchlab/engine/kernels/row_gemm.py")
+    shapes = [rg.TILED, *rg.CANDIDATE_TILED]
     ok_all = True
     for ctype, bf16 in (("__nv_bfloat16", "true"), ("__half", "false")):
-        for cw, nf, mt, u in {rg._tiling(m) for m in (1, 32, 256)}:
-            tpl = {"T": ctype, "BF16": bf16, "CW": cw, "NF": nf, "MT": mt, "U": u}
-            ok, log = compile_kernel(rg._SOURCE, rg._HEADER, ["x", "w"], ["out"], tpl)
-            ok_all &= ok
-            print(f"row_gemm {ctype} CW={cw} NF={nf} MT={mt} U={u}: "
-                  f"{'compiled' if ok else 'FAILED'}")
-            if log.strip():
-                print(log)
-        ok, log = compile_kernel(rg._TILED_SOURCE, rg._HEADER, ["x", "w"], ["out"],
-                                 {"T": ctype, "BF16": bf16})
-        ok_all &= ok
-        print(f"row_gemm tiled {ctype}: {'compiled' if ok else 'FAILED'}")
-        if log.strip():
-            print(log)
+        for split in {rg._tiling(m) for m in (1, 9, 32, 256)} | set(rg.CANDIDATE_SPLIT):
+            tpl = {"T": ctype, "BF16": bf16, "CW": split.cw, "NF": split.nf, "MT": split.mt,
+                   "U": split.u, "XB": str(split.xb).lower()}
+            ok_all &= _report(f"row_gemm {ctype} {split}", compile_kernel(
+                rg._SOURCE, rg._HEADER, ["x", "w"], ["out"], tpl))
+        for tiled in shapes:
+            tpl = {"T": ctype, "BF16": bf16, "WM": tiled.wm, "WN": tiled.wn, "MT": tiled.mt,
+                   "NF": tiled.nf, "ST": tiled.stages, "KS": tiled.ks}
+            header = rg._HEADER + rg._launch_bounds(tiled.threads, tiled.min_blocks)
+            out_type = {"out": "float"} if tiled.ks > 1 else {}
+            ok_all &= _report(f"row_gemm tiled {ctype} {tiled}", compile_kernel(
+                rg._TILED_SOURCE, header, ["x", "w"], ["out"], tpl, output_types=out_type))
+        ok_all &= _report(f"row_gemm combine {ctype}", compile_kernel(
+            rg._COMBINE_SOURCE, rg._HEADER, ["part"], ["out"], {"T": ctype},
+            input_types={"part": "float"}))
         for three in ("true", "false"):  # the grouped kernels (q/k/v, gate/up)
-            for name, src, tpl in (
-                    ("split", rg._SOURCE, {"CW": 2, "NF": 2, "MT": 4, "U": 2}),
-                    ("tiled", rg._TILED_SOURCE, {})):
-                ok, log = compile_kernel(rg.grouped_source(src), rg._HEADER,
-                                         ["x", "w0", "w1", "w2"], ["out"],
-                                         {"T": ctype, "BF16": bf16, "THREE": three, **tpl})
-                ok_all &= ok
-                print(f"row_gemm grouped {name} {ctype} THREE={three}: "
-                      f"{'compiled' if ok else 'FAILED'}")
-                if log.strip():
-                    print(log)
+            split = {"CW": 2, "NF": 2, "MT": 4, "U": 2, "XB": "true"}
+            t = rg.TILED
+            tiled = {"WM": t.wm, "WN": t.wn, "MT": t.mt, "NF": t.nf, "ST": t.stages, "KS": 1}
+            for name, src, tpl, header in (
+                    ("split", rg._SOURCE, split, rg._HEADER),
+                    ("tiled", rg._TILED_SOURCE, tiled,
+                     rg._HEADER + rg._launch_bounds(t.threads, t.min_blocks))):
+                ok_all &= _report(f"row_gemm grouped {name} {ctype} THREE={three}", compile_kernel(
+                    rg.grouped_source(src), header, ["x", "w0", "w1", "w2"], ["out"],
+                    {"T": ctype, "BF16": bf16, "THREE": three, **tpl}))
     print("NVRTC OK" if ok_all else "NVRTC FAILED")
     return 0 if ok_all else 1
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import functools
 import re
+from dataclasses import dataclass
 
 import mlx.core as mx
 
@@ -50,6 +51,10 @@ __device__ __forceinline__ const void* rg_wrow(const void* w0, const void* w1, c
         n < n0 ? w0 : (n < n0 + n1 ? w1 : w2));
     return base + (size_t)(n < n0 ? n : (n < n0 + n1 ? n - n0 : n - n0 - n1)) * k;
 }
+template <typename P>
+__device__ __forceinline__ void rg_store(P* p, size_t i, float v) {
+    p[i] = static_cast<P>(v);  // the model's dtype, or a float32 class sum
+}
 template <bool BF16>
 __device__ __forceinline__ void rg_mma(float* d, unsigned a0, unsigned a1, unsigned a2,
                                        unsigned a3, unsigned b0, unsigned b1) {
@@ -71,9 +76,10 @@ __device__ __forceinline__ void rg_mma(float* d, unsigned a0, unsigned a1, unsig
 
 # Block: K_WARPS x CW warps; warp (kw, cw) covers columns [8 NF cw, 8 NF (cw + 1)) of the
 # block's and MT 16-row tiles, over the K steps s with s % K_WARPS == kw, U steps' loads
-# issued before their MMAs. blockIdx.x: the block's rows (adjacent blocks share W's
-# columns, so a weight slab read for one row group is in L2 for the next), blockIdx.y:
-# its columns.
+# issued before their MMAs; XB: whether a 16-row tile's rows 8-15 can exist (false, they
+# are zeros known to the compiler: no loads, fewer registers). blockIdx.x: the block's
+# rows (adjacent blocks share W's columns, so a weight slab read for one row group is in
+# L2 for the next), blockIdx.y: its columns.
 _SOURCE = """
     const int M = x_shape[0];
     const int K = x_shape[1];
@@ -113,7 +119,8 @@ _SOURCE = """
             for (int mt = 0; mt < MT; ++mt) {
                 const int r = m0 + mt * 16 + g;
                 xa[u][mt] = rg_load8(x, (size_t)r * K + k, kin && r < M);
-                xb[u][mt] = rg_load8(x, (size_t)(r + 8) * K + k, kin && r + 8 < M);
+                xb[u][mt] = XB ? rg_load8(x, (size_t)(r + 8) * K + k, kin && r + 8 < M)
+                               : make_uint4(0u, 0u, 0u, 0u);
             }
         }
         #pragma unroll
@@ -163,39 +170,47 @@ _SOURCE = """
 
 
 # The same function of each element for larger M, tiled through shared memory: a block
-# of 8 warps computes 128 rows x 64 columns (warp tile 32 x 32) over the whole of K, in
-# the order of the kernel above: the steps of class 0 (s % 4 == 0) ascending into a
-# fresh accumulator, then class 1's, ..., each class's sum added to the running one when
-# it ends, ((p0 + p1) + p2) + p3. The MMAs get the same 8 values a lane loads above
-# (x's row and W's row at 32 s + 8 t), so every element's bits equal the kernel above's:
-# which of the two runs is a matter of speed alone. Tiles come in through cp.async, four
-# steps deep (zeros past the matrix); rows are 64 bytes, so a lane group's 16-byte
-# reads of two rows cover the 32 banks once.
+# of WM x WN warps computes BM = 16 MT WM rows x BN = 8 NF WN columns (warp tile 16 MT x
+# 8 NF) over K, in the order of the kernel above: the steps of class 0 (s % 4 == 0)
+# ascending into a fresh accumulator, then class 1's, ..., each class's sum added to the
+# running one when it ends, ((p0 + p1) + p2) + p3. The MMAs get the same 8 values a lane
+# loads above (x's row and W's row at 32 s + 8 t), so every element's bits equal the
+# kernel above's: which of the two runs is a matter of speed alone. With KS = 4 the
+# classes are split over blockIdx.z: each block writes its class's float32 sum p_c and
+# ``_COMBINE_SOURCE`` adds them in the same order (4x the blocks where N / BN is small).
+# Tiles come in through cp.async, ST steps deep (zeros past the matrix); rows are 64
+# bytes, so a lane group's 16-byte reads of two rows cover the 32 banks once.
 _TILED_SOURCE = """
-    constexpr int BM = 128;
-    constexpr int BN = 64;
+    constexpr int BM = 16 * MT * WM;
+    constexpr int BN = 8 * NF * WN;
+    constexpr int THREADS = 32 * WM * WN;
+    constexpr int CHUNKS = 4 * (BM + BN);  // 16-byte chunks of one step's two tiles
+    static_assert(ST >= 2 && (KS == 1 || KS == RG_KW), "stages, and whole classes a block");
     const int M = x_shape[0];
     const int K = x_shape[1];
     const int N = w_shape[0];
     const int tid = threadIdx.x;
     const int lane = tid & 31;
     const int warp = tid >> 5;
-    const int wm = warp & 3;          // the warp's 32 rows of the block's 128
-    const int wn = warp >> 2;         // its 32 columns of the block's 64
+    const int wm = warp % WM;         // the warp's rows of the block's BM
+    const int wn = warp / WM;         // its columns of the block's BN
     const int g = lane >> 2;
     const int t = lane & 3;
     const int m0 = blockIdx.x * BM;
     const int n0 = blockIdx.y * BN;
     const int steps = (K + 31) / 32;
     const bool aligned = ((reinterpret_cast<size_t>(x) | reinterpret_cast<size_t>(w)) & 15) == 0;
+    extern __shared__ __align__(16) unsigned short rg_tiles[];
+    unsigned short (*xs)[BM][32] = reinterpret_cast<unsigned short (*)[BM][32]>(rg_tiles);
+    unsigned short (*ws)[BN][32] =
+        reinterpret_cast<unsigned short (*)[BN][32]>(rg_tiles + ST * BM * 32);
 
-    constexpr int STAGES = 4;         // tiles in flight: 4 x 12 KB, the static limit
-    static_assert(STAGES == 4, "wait_group below waits for all but STAGES - 2 = 2 groups");
-    __shared__ __align__(16) unsigned short xs[STAGES][BM][32];
-    __shared__ __align__(16) unsigned short ws[STAGES][BN][32];
-
+    // this block's steps: every class in the class order (KS = 1), or class blockIdx.z
+    const int only = KS == 1 ? -1 : (int)blockIdx.z;
+    const int n_steps = KS == 1 ? steps : (steps - only + RG_KW - 1) / RG_KW;
     // the q-th step of the class order: class c holds s = c, c + 4, ...
     auto step_of = [&](int q) {
+        if (KS != 1) return only + RG_KW * q;
         int c = 0;
         for (; c < RG_KW - 1; ++c) {
             const int n_c = (steps - c + RG_KW - 1) / RG_KW;
@@ -206,8 +221,9 @@ _TILED_SOURCE = """
     };
     auto load_tile = [&](int buf, int s) {
         #pragma unroll
-        for (int i = 0; i < 3; ++i) {
-            const int chunk = tid + 256 * i;   // 512 chunks of x's tile, then 256 of W's
+        for (int i = 0; i < (CHUNKS + THREADS - 1) / THREADS; ++i) {
+            const int chunk = tid + THREADS * i;   // x's tile's chunks, then W's
+            if (CHUNKS % THREADS != 0 && chunk >= CHUNKS) break;
             const bool is_x = chunk < 4 * BM;
             const int row = (is_x ? chunk : chunk - 4 * BM) >> 2;
             const int c16 = chunk & 3;
@@ -229,50 +245,50 @@ _TILED_SOURCE = """
         asm volatile("cp.async.commit_group;\\n" ::);
     };
 
-    float acc[2][4][4];
-    float sum[2][4][4];
+    float acc[MT][NF][4];
+    float sum[MT][NF][4];  // KS = 1: the running sum of the classes done
     #pragma unroll
-    for (int mt = 0; mt < 2; ++mt)
+    for (int mt = 0; mt < MT; ++mt)
         #pragma unroll
-        for (int nf = 0; nf < 4; ++nf)
+        for (int nf = 0; nf < NF; ++nf)
             #pragma unroll
             for (int i = 0; i < 4; ++i) { acc[mt][nf][i] = 0.0f; sum[mt][nf][i] = 0.0f; }
 
     // a commit group per step, empty past the last, so that waiting for all but the
-    // STAGES - 2 newest groups always means step q has landed
-    for (int p = 0; p < STAGES - 1; ++p) {
-        if (p < steps) load_tile(p, step_of(p));
+    // ST - 2 newest groups always means step q has landed
+    for (int p = 0; p < ST - 1; ++p) {
+        if (p < n_steps) load_tile(p, step_of(p));
         else asm volatile("cp.async.commit_group;\\n" ::);
     }
     int cls = 0;
-    for (int q = 0; q < steps; ++q) {
+    for (int q = 0; q < n_steps; ++q) {
         const int s = step_of(q);
-        asm volatile("cp.async.wait_group 2;\\n" ::);
+        asm volatile("cp.async.wait_group %0;\\n" :: "n"(ST - 2));
         __syncthreads();  // step q visible to all; every warp is done with step q - 1's buffer
-        if (q + STAGES - 1 < steps) load_tile((q + STAGES - 1) % STAGES, step_of(q + STAGES - 1));
+        if (q + ST - 1 < n_steps) load_tile((q + ST - 1) % ST, step_of(q + ST - 1));
         else asm volatile("cp.async.commit_group;\\n" ::);
-        const int buf = q % STAGES;
-        uint4 wf[4];
+        const int buf = q % ST;
+        uint4 wf[NF];
         #pragma unroll
-        for (int nf = 0; nf < 4; ++nf)
-            wf[nf] = *reinterpret_cast<const uint4*>(&ws[buf][wn * 32 + nf * 8 + g][8 * t]);
+        for (int nf = 0; nf < NF; ++nf)
+            wf[nf] = *reinterpret_cast<const uint4*>(&ws[buf][wn * (8 * NF) + nf * 8 + g][8 * t]);
         #pragma unroll
-        for (int mt = 0; mt < 2; ++mt) {
-            const int r = wm * 32 + mt * 16 + g;
+        for (int mt = 0; mt < MT; ++mt) {
+            const int r = wm * (16 * MT) + mt * 16 + g;
             const uint4 xa = *reinterpret_cast<const uint4*>(&xs[buf][r][8 * t]);
             const uint4 xb = *reinterpret_cast<const uint4*>(&xs[buf][r + 8][8 * t]);
             #pragma unroll
-            for (int nf = 0; nf < 4; ++nf) {
+            for (int nf = 0; nf < NF; ++nf) {
                 rg_mma<BF16>(acc[mt][nf], xa.x, xb.x, xa.y, xb.y, wf[nf].x, wf[nf].y);
                 rg_mma<BF16>(acc[mt][nf], xa.z, xb.z, xa.w, xb.w, wf[nf].z, wf[nf].w);
             }
         }
-        const bool class_ends = q + 1 == steps || step_of(q + 1) % RG_KW != s % RG_KW;
-        if (class_ends) {  // p_c done: the running sum takes it, a fresh accumulator follows
+        const bool class_ends = q + 1 == n_steps || step_of(q + 1) % RG_KW != s % RG_KW;
+        if (KS == 1 && class_ends) {  // p_c done: the running sum takes it, a fresh one follows
             #pragma unroll
-            for (int mt = 0; mt < 2; ++mt)
+            for (int mt = 0; mt < MT; ++mt)
                 #pragma unroll
-                for (int nf = 0; nf < 4; ++nf)
+                for (int nf = 0; nf < NF; ++nf)
                     #pragma unroll
                     for (int i = 0; i < 4; ++i) {
                         sum[mt][nf][i] =
@@ -282,25 +298,43 @@ _TILED_SOURCE = """
             ++cls;
         }
     }
-    // classes with no step (K < 128) add their zero sums, as the split kernel's idle warps
-    for (; cls < RG_KW; ++cls)
-        #pragma unroll
-        for (int mt = 0; mt < 2; ++mt)
+    if (KS == 1) {
+        // classes with no step (K < 128) add their zero sums, as the split kernel's idle warps
+        for (; cls < RG_KW; ++cls)
             #pragma unroll
-            for (int nf = 0; nf < 4; ++nf)
+            for (int mt = 0; mt < MT; ++mt)
                 #pragma unroll
-                for (int i = 0; i < 4; ++i) sum[mt][nf][i] = sum[mt][nf][i] + 0.0f;
+                for (int nf = 0; nf < NF; ++nf)
+                    #pragma unroll
+                    for (int i = 0; i < 4; ++i) sum[mt][nf][i] = sum[mt][nf][i] + 0.0f;
+    }
 
+    // KS = 1: the element (T); KS = 4: class blockIdx.z's sum (float32, (4, M, N))
+    const size_t plane = KS == 1 ? 0 : (size_t)only * M * N;
     #pragma unroll
-    for (int mt = 0; mt < 2; ++mt)
+    for (int mt = 0; mt < MT; ++mt)
         #pragma unroll
-        for (int nf = 0; nf < 4; ++nf)
+        for (int nf = 0; nf < NF; ++nf)
             #pragma unroll
             for (int i = 0; i < 4; ++i) {
-                const int row = m0 + wm * 32 + mt * 16 + g + (i >= 2 ? 8 : 0);
-                const int col = n0 + wn * 32 + nf * 8 + 2 * t + (i & 1);
-                if (row < M && col < N) out[(size_t)row * N + col] = static_cast<T>(sum[mt][nf][i]);
+                const int row = m0 + wm * (16 * MT) + mt * 16 + g + (i >= 2 ? 8 : 0);
+                const int col = n0 + wn * (8 * NF) + nf * 8 + 2 * t + (i & 1);
+                if (row < M && col < N)
+                    rg_store(out, plane + (size_t)row * N + col,
+                             KS == 1 ? sum[mt][nf][i] : acc[mt][nf][i]);
             }
+"""
+
+# The class sums of a KS = 4 tiled call, added in the split kernel's order
+# ((p0 + p1) + p2) + p3 and rounded once to the model's dtype.
+_COMBINE_SOURCE = """
+    const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const size_t total = (size_t)part_shape[1] * part_shape[2];
+    if (i >= total) return;
+    float v = part[i];
+    #pragma unroll
+    for (int c = 1; c < RG_KW; ++c) v = __fadd_rn(v, part[c * total + i]);
+    out[i] = static_cast<T>(v);
 """
 
 # A grouped product: one call for several weights of one input (q/k/v, gate/up), their
@@ -334,14 +368,67 @@ def grouped_source(source: str) -> str:  # not gated: gpu only
     return source
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SplitShape:
+    """The split kernel's launch: who computes which element, never how (the docstring)."""
+
+    cw: int  # warps along N (each with K_WARPS warps along K)
+    nf: int  # 8-column fragments a warp
+    mt: int  # 16-row tiles a warp
+    u: int  # K steps whose loads a warp issues before their MMAs
+    xb: bool  # rows 8-15 of a 16-row tile can exist
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TiledShape:
+    """The tiled kernel's launch: block of wm x wn warps, warp tile 16 mt x 8 nf."""
+
+    wm: int
+    wn: int
+    mt: int
+    nf: int
+    stages: int  # K steps in flight through cp.async
+    ks: int = 1  # 1, or K_WARPS: the classes on separate blocks, then one add kernel
+    min_blocks: int = 1  # __launch_bounds__'s blocks per SM (caps the registers)
+
+    @property
+    def threads(self) -> int:
+        return 32 * self.wm * self.wn
+
+    @property
+    def tile(self) -> tuple[int, int]:
+        return 16 * self.mt * self.wm, 8 * self.nf * self.wn
+
+    @property
+    def shared_bytes(self) -> int:
+        return self.stages * sum(self.tile) * 64  # a 32-value row of 16-bit values a step
+
+
+def _launch_bounds(threads: int, min_blocks: int) -> str:
+    return (f"#undef __global__\n#define __global__ __location__(global) "
+            f"__launch_bounds__({threads}, {min_blocks})\n")
+
+
 @functools.cache
-def _kernel(tiled: bool, grouped: bool = False):  # not gated: gpu only
-    source = _TILED_SOURCE if tiled else _SOURCE
+def _kernel(tiled: TiledShape | None, grouped: bool = False):  # not gated: gpu only
+    if tiled is None:
+        name, source, header, shared = "batchlab_row_gemm", _SOURCE, _HEADER, 0
+    else:  # launch bounds are literals in the header: one kernel name per bound
+        name = f"batchlab_row_gemm_tiled_{tiled.threads}_{tiled.min_blocks}"
+        source, shared = _TILED_SOURCE, tiled.shared_bytes
+        header = _HEADER + _launch_bounds(tiled.threads, tiled.min_blocks)
     return mx.fast.cuda_kernel(
-        name=f"batchlab_row_gemm{'_tiled' if tiled else ''}{'_group' if grouped else ''}",
+        name=name + ("_group" if grouped else ""),
         input_names=["x", "w0", "w1", "w2"] if grouped else ["x", "w"], output_names=["out"],
-        source=grouped_source(source) if grouped else source, header=_HEADER,
-        ensure_row_contiguous=True)
+        source=grouped_source(source) if grouped else source, header=header,
+        ensure_row_contiguous=True, shared_memory=shared)
+
+
+@functools.cache
+def _combine():  # not gated: gpu only
+    return mx.fast.cuda_kernel(
+        name="batchlab_row_gemm_combine", input_names=["part"], output_names=["out"],
+        source=_COMBINE_SOURCE, header=_HEADER, ensure_row_contiguous=True)
 
 
 def supports(weight: mx.array, x_dtype: mx.Dtype | None = None) -> bool:
@@ -352,17 +439,38 @@ def supports(weight: mx.array, x_dtype: mx.Dtype | None = None) -> bool:
             and weight.shape[1] % 8 == 0 and (x_dtype is None or x_dtype == weight.dtype))
 
 
-def _tiling(m: int) -> tuple[int, int, int, int]:  # not gated: gpu only
-    """(CW, NF, MT, U) for M rows: only who computes which element (the summation order
-    is K's): small M spreads the columns over many blocks for the weight's bandwidth,
-    larger M gives a block more columns and rows so that x is read fewer times."""
-    if m <= 16:
-        return 1, 1, 1, 4  # 8 columns a block: N / 8 blocks of 4 warps
-    if m <= 64:
-        return 2, 2, 4, 2  # 32 columns, 64 rows
+def _tiling(m: int) -> SplitShape:  # not gated: gpu only
+    """The split kernel's shape for M rows: only who computes which element (the
+    summation order is K's): small M spreads the columns over many blocks for the
+    weight's bandwidth, larger M gives a block more columns and rows so that x is read
+    fewer times."""
+    if m <= 16:  # 8 columns a block: N / 8 blocks of 4 warps
+        return SplitShape(cw=1, nf=1, mt=1, u=4, xb=m > 8)
+    if m <= 64:  # 32 columns, 64 rows
+        return SplitShape(cw=2, nf=2, mt=4, u=2, xb=True)
     # 64 columns, 64 rows: 8 warps, whose registers (~130 a thread) a block of 8 warps
     # can hold at any register count the compiler picks (<= 255 x 256 threads)
-    return 2, 4, 4, 1
+    return SplitShape(cw=2, nf=4, mt=4, u=1, xb=True)
+
+
+# The tiled kernel's shape from TILED_FROM rows: 128 x 64 tiles, the shape s16 measured.
+TILED = TiledShape(wm=4, wn=2, mt=2, nf=4, stages=4)
+
+
+# Launch shapes the H200 sweep times against the defaults (tools/h200/row_gemm_sweep.py;
+# tools/cuda/nvrtc_check.py compiles each): every one computes the same bits.
+CANDIDATE_SPLIT = (
+    SplitShape(cw=1, nf=1, mt=1, u=4, xb=True), SplitShape(cw=1, nf=1, mt=1, u=8, xb=False),
+    SplitShape(cw=1, nf=1, mt=1, u=8, xb=True), SplitShape(cw=1, nf=1, mt=1, u=16, xb=False),
+    SplitShape(cw=2, nf=1, mt=1, u=8, xb=False), SplitShape(cw=2, nf=2, mt=2, u=4, xb=True))
+CANDIDATE_TILED = (
+    TiledShape(wm=4, wn=2, mt=2, nf=4, stages=4, ks=4),
+    TiledShape(wm=4, wn=2, mt=2, nf=4, stages=4, min_blocks=2),
+    TiledShape(wm=4, wn=2, mt=2, nf=4, stages=4, ks=4, min_blocks=2),
+    TiledShape(wm=2, wn=4, mt=4, nf=4, stages=4),
+    TiledShape(wm=2, wn=4, mt=4, nf=4, stages=4, ks=4),
+    TiledShape(wm=2, wn=2, mt=4, nf=4, stages=4, ks=4, min_blocks=2),
+    TiledShape(wm=4, wn=2, mt=2, nf=8, stages=3, ks=4))
 
 
 # From this many rows the tiled kernel runs (at 256 rows the split kernel took 2.4-8x
@@ -371,25 +479,26 @@ def _tiling(m: int) -> tuple[int, int, int, int]:  # not gated: gpu only
 TILED_FROM = 65
 
 
-def row_gemm(x: mx.array, weight: mx.array,
-             tiled: bool | None = None) -> mx.array:  # not gated: gpu only
+def row_gemm(x: mx.array, weight: mx.array, tiled: bool | None = None,
+             shape: SplitShape | TiledShape | None = None) -> mx.array:  # not gated: gpu only
     """``x @ weight.T`` over x's last axis, each row's bits independent of the others and
     of their number (see the module docstring). CUDA only; ``supports(weight)`` first.
-    ``tiled``: force one of the two kernels (a probe's comparison); None picks by M."""
-    return _product(x, [weight], tiled)
+    ``tiled``: force one of the two kernels, ``shape``: force a launch shape (the probes'
+    comparisons); None picks by M."""
+    return _product(x, [weight], tiled, shape)
 
 
-def row_gemm_group(x: mx.array, weights: list[mx.array],
-                   tiled: bool | None = None) -> mx.array:  # not gated: gpu only
+def row_gemm_group(x: mx.array, weights: list[mx.array], tiled: bool | None = None,
+                   shape: SplitShape | TiledShape | None = None) -> mx.array:  # not gated: gpu only
     """``concatenate([x @ w.T for w in weights], -1)`` in one call for 2 or 3 weights of
     one K and dtype, each element the bits ``row_gemm(x, w)`` gives it."""
     if len(weights) not in (2, 3):
         raise ValueError(f"row_gemm_group takes 2 or 3 weights, got {len(weights)}")
-    return _product(x, list(weights), tiled)
+    return _product(x, list(weights), tiled, shape)
 
 
-def _product(x: mx.array, weights: list[mx.array],
-             tiled: bool | None) -> mx.array:  # not gated: gpu only
+def _product(x: mx.array, weights: list[mx.array], tiled: bool | None,
+             shape: SplitShape | TiledShape | None) -> mx.array:  # not gated: gpu only
     # No shape or dtype check here: it runs ~113 times a B = 1 step, whose time is the
     # host's; the callers check once (``supports``, ``_Blocked._by_rows``, the grouping)
     lead, k = x.shape[:-1], x.shape[-1]
@@ -401,17 +510,30 @@ def _product(x: mx.array, weights: list[mx.array],
     template = [("T", x.dtype), ("BF16", x.dtype == mx.bfloat16)]
     if grouped:
         template.append(("THREE", len(weights) == 3))
-    if m >= TILED_FROM if tiled is None else tiled:
-        out = _kernel(True, grouped)(
-            inputs=inputs, template=template,
-            grid=(256 * -(-m // 128), -(-n // 64), 1), threadgroup=(256, 1, 1),
-            output_shapes=[(m, n)], output_dtypes=[x.dtype])[0]
+    if shape is None:
+        use_tiled = m >= TILED_FROM if tiled is None else tiled
+        shape = TILED if use_tiled else _tiling(m)
+    if isinstance(shape, TiledShape):
+        bm, bn = shape.tile
+        out = _kernel(shape, grouped)(
+            inputs=inputs, template=template + [
+                ("WM", shape.wm), ("WN", shape.wn), ("MT", shape.mt), ("NF", shape.nf),
+                ("ST", shape.stages), ("KS", shape.ks)],
+            grid=(shape.threads * -(-m // bm), -(-n // bn), shape.ks),
+            threadgroup=(shape.threads, 1, 1),
+            output_shapes=[(m, n) if shape.ks == 1 else (shape.ks, m, n)],
+            output_dtypes=[x.dtype if shape.ks == 1 else mx.float32])[0]
+        if shape.ks != 1:
+            out = _combine()(inputs=[out], template=[("T", x.dtype)],
+                             grid=(256 * -(-(m * n) // 256), 1, 1), threadgroup=(256, 1, 1),
+                             output_shapes=[(m, n)], output_dtypes=[x.dtype])[0]
         return out.reshape(*lead, n)
-    cw, nf, mt, u = _tiling(m)
-    threads = 32 * K_WARPS * cw
-    out = _kernel(False, grouped)(
-        inputs=inputs, template=template + [("CW", cw), ("NF", nf), ("MT", mt), ("U", u)],
-        grid=(threads * -(-m // (16 * mt)), -(-n // (8 * nf * cw)), 1),
+    threads = 32 * K_WARPS * shape.cw
+    out = _kernel(None, grouped)(
+        inputs=inputs, template=template + [
+            ("CW", shape.cw), ("NF", shape.nf), ("MT", shape.mt), ("U", shape.u),
+            ("XB", shape.xb)],
+        grid=(threads * -(-m // (16 * shape.mt)), -(-n // (8 * shape.nf * shape.cw)), 1),
         threadgroup=(threads, 1, 1),
         output_shapes=[(m, n)], output_dtypes=[x.dtype])[0]
     return out.reshape(*lead, n)
