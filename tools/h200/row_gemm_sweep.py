@@ -1,6 +1,10 @@
 """The row GEMM's launch shapes on the H200: which is fastest at each M, all the same bits.
 
     python3 tools/h200/row_gemm_sweep.py     # prints SWEEP SAME yes|no, then the times
+    ncu --profile-from-start off --cache-control all --clock-control none \
+        --metrics gpu__time_duration.sum --csv --page raw --print-units base \
+        python3 tools/h200/row_gemm_sweep.py ncu > k.csv   # each product once, profiled
+    python3 tools/h200/row_gemm_sweep.py parse k.csv    # device time per product
 
 The kernels' arithmetic is fixed by K alone (``engine/kernels/row_gemm.py``); a launch
 shape (``SplitShape``, ``TiledShape``) decides only which thread computes an element. So
@@ -10,6 +14,12 @@ between them is speed alone. Times: microseconds per product, 40 independent pro
 evaluated together (the host's cost per call is in it, as in a decode step), beside
 cuBLAS's ``x @ W.T``; then each candidate's sum over one decode step's projections of
 llama-3.2-1b and llama-3.1-8b (q, k, v, o, gate, up, down per layer and the head).
+
+Those times are the host's for all but the largest products (a custom kernel's call
+costs tens of microseconds of host time). The ``ncu`` mode runs every product once
+inside ``cudaProfilerStart`` / ``Stop``, each behind a marker kernel that names it, with
+the caches flushed before each kernel (a decode step streams its weights from memory);
+``parse`` reads Nsight Compute's per-kernel device times back into the same tables.
 """
 
 from __future__ import annotations
@@ -59,7 +69,110 @@ def candidates(m: int) -> list:
     return [default] + [s for s in pool if s != default]
 
 
+def _marker():
+    return mx.fast.cuda_kernel(
+        name="batchlab_sweep_marker", input_names=["a"], output_names=["out"],
+        source="out[0] = a[0] + I;")
+
+
+def profiled() -> int:
+    """Every (K, N, M, cuBLAS or candidate) once under the profiler, each behind the
+    marker kernel numbered by its index in ``items()``."""
+    sys.path.insert(0, "tools/h200")
+    from step_kernels import cudart
+
+    marker, one = _marker(), mx.zeros((1,), mx.float32)
+    runs, weights, inputs = [], {}, {}
+    for i, (k, n, m, shape) in enumerate(items()):
+        if (k, n) not in weights:  # one weight per shape (the 8B head alone is 1 GB)
+            weights[(k, n)] = (mx.random.normal((n, k)) / math.sqrt(k)).astype(mx.bfloat16)
+        if (k, m) not in inputs:
+            inputs[(k, m)] = mx.random.normal((m, k)).astype(mx.bfloat16)
+        w, x = weights[(k, n)], inputs[(k, m)]
+        mx.eval(x, w)
+        product = (lambda x=x, w=w: x @ w.T) if shape is None else (
+            lambda x=x, w=w, s=shape: row_gemm(x, w, shape=s))
+        mx.eval(product())  # compiled and warm before the profiled pass
+        runs.append((i, product))
+    mx.synchronize()
+    lib = cudart()
+    lib.cudaProfilerStart()
+    for i, product in runs:
+        mx.eval(marker(inputs=[one], template=[("I", i)], grid=(1, 1, 1),
+                       threadgroup=(1, 1, 1), output_shapes=[(1,)],
+                       output_dtypes=[mx.float32])[0])
+        mx.eval(product())
+    mx.synchronize()
+    lib.cudaProfilerStop()
+    return 0
+
+
+def items() -> list:
+    """(K, N, M, shape or None for cuBLAS), in a fixed order."""
+    shapes = sorted({kn for model in MODELS.values() for kn in model})
+    return [(k, n, m, shape) for k, n in shapes for m in SPLIT_MS + TILED_MS
+            for shape in [None, *candidates(m)]]
+
+
+def parse(path: str) -> int:
+    """Device microseconds per product from an ``ncu --csv --page raw`` log of ``ncu``."""
+    import csv
+    import re
+
+    with open(path) as f:
+        rows = list(csv.reader(ln for ln in f if ln.startswith('"')))
+    name_col, time_col = rows[0].index("Kernel Name"), rows[0].index("gpu__time_duration.sum")
+    listed = items()
+    device: dict[int, float] = {}
+    current = None
+    for row in rows[1:]:
+        try:
+            ns = float(row[time_col].replace(",", ""))
+        except ValueError:
+            continue  # the units row
+        hit = re.search(r"batchlab_sweep_marker_(\d+)", row[name_col])
+        if hit:
+            current = int(hit.group(1))
+            device[current] = 0.0
+        elif current is not None:
+            device[current] += ns / 1e3
+    times = {}
+    for i, (k, n, m, shape) in enumerate(listed):
+        times[(k, n, m, shape)] = device.get(i, float("nan"))
+    report(times, "device us per product (ncu, caches flushed), cuBLAS first")
+    return 0
+
+
+def report(times: dict, title: str) -> None:
+    print(title)
+    shapes = sorted({kn for model in MODELS.values() for kn in model})
+    for k, n in shapes:
+        for m in SPLIT_MS + TILED_MS:
+            cells = [f"cuBLAS {times[(k, n, m, None)]:.1f}"] if (k, n, m, None) in times else []
+            cells += [f"#{i} {times[(k, n, m, s)]:.1f}" for i, s in enumerate(candidates(m))]
+            print(f"K={k} N={n} M={m}: " + "; ".join(cells))
+    print("shapes (#0 is the default at that M):")
+    for m in SPLIT_MS + TILED_MS:
+        print(f"  M={m}: " + "; ".join(f"#{i} {s}" for i, s in enumerate(candidates(m))))
+    print("one decode step's projections, us (sum over layers), per shape:")
+    for name, model in MODELS.items():
+        for m in SPLIT_MS + TILED_MS:
+            totals = [sum(count * times[(k, n, m, s)] for (k, n), count in model.items())
+                      for s in candidates(m)]
+            best = min(range(len(totals)), key=totals.__getitem__)
+            base = ""
+            if all((k, n, m, None) in times for k, n in model):
+                cublas = sum(count * times[(k, n, m, None)] for (k, n), count in model.items())
+                base = f"cuBLAS {cublas:.0f}; "
+            listed = "; ".join(f"#{i} {t:.0f}" for i, t in enumerate(totals))
+            print(f"  {name} M={m}: {base}{listed}  best #{best}")
+
+
 def main() -> int:
+    if sys.argv[1:2] == ["ncu"]:
+        return profiled()
+    if sys.argv[1:2] == ["parse"]:
+        return parse(sys.argv[2])
     print("mlx", mx.__version__, mx.default_device(), flush=True)
     shapes = sorted({kn for model in MODELS.values() for kn in model})
     same = True
@@ -81,17 +194,7 @@ def main() -> int:
                 cells.append(f"#{i} {us:.1f}{'' if equal else ' DIFFERS'}")
             print(f"K={k} N={n} M={m}: " + "; ".join(cells), flush=True)
     print(f"SWEEP SAME {'yes' if same else 'no'}")
-    print("shapes (#0 is the default at that M):")
-    for m in SPLIT_MS + TILED_MS:
-        print(f"  M={m}: " + "; ".join(f"#{i} {s}" for i, s in enumerate(candidates(m))))
-    print("one decode step's projections, us (sum over layers), per shape:")
-    for name, model in MODELS.items():
-        for m in SPLIT_MS + TILED_MS:
-            totals = [sum(count * times[(k, n, m, s)] for (k, n), count in model.items())
-                      for s in candidates(m)]
-            best = min(range(len(totals)), key=totals.__getitem__)
-            print(f"  {name} M={m}: " + "; ".join(f"#{i} {t:.0f}" for i, t in enumerate(totals))
-                  + f"  best #{best}")
+    report(times, "us per product, 40 evaluated together (host time in it)")
     return 0 if same else 1
 
 

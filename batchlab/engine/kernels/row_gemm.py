@@ -470,7 +470,9 @@ CANDIDATE_TILED = (
     TiledShape(wm=2, wn=4, mt=4, nf=4, stages=4),
     TiledShape(wm=2, wn=4, mt=4, nf=4, stages=4, ks=4),
     TiledShape(wm=2, wn=2, mt=4, nf=4, stages=4, ks=4, min_blocks=2),
-    TiledShape(wm=4, wn=2, mt=2, nf=8, stages=3, ks=4))
+    TiledShape(wm=4, wn=2, mt=2, nf=8, stages=3, ks=4),
+    TiledShape(wm=4, wn=4, mt=2, nf=4, stages=4),
+    TiledShape(wm=2, wn=4, mt=4, nf=4, stages=3))
 
 
 # From this many rows the tiled kernel runs (at 256 rows the split kernel took 2.4-8x
