@@ -417,6 +417,28 @@ def test_the_row_gemm_takes_2d_16_bit_weights_whose_k_is_whole_8_value_loads():
     assert TILED_FROM == 65
 
 
+def test_the_row_gemm_fills_the_device_only_when_asked(monkeypatch):
+    """``BATCHLAB_ROW_GEMM_FILL=1``: the tiled kernel splits its classes over blocks
+    where a 128 x 64 tiling is under two waves, and 17-64 rows take 32-row tiles; off by
+    default. Shapes alone (the bits are K's), so this checks the choice, exactly."""
+    from batchlab.engine.kernels import row_gemm as rg
+
+    monkeypatch.delenv(rg.FILL_ENV, raising=False)
+    assert rg._shape(256, 512, True) == rg.TILED and rg.TILED.ks == 1
+    assert rg._shape(64, 512, False) == rg._tiling(64)
+    monkeypatch.setenv(rg.FILL_ENV, "1")
+    assert rg.TILED.tile == (128, 64) and rg.FILL_BELOW_BLOCKS == 264
+    assert rg._shape(256, 512, True) == rg.TILED_KSPLIT  # 2 x 8 blocks
+    assert rg.TILED_KSPLIT.ks == rg.K_WARPS and rg.TILED_KSPLIT.wm == rg.TILED.wm
+    assert rg._shape(128, 8384, True) == rg.TILED_KSPLIT  # 1 x 131: one wave
+    assert rg._shape(256, 8384, True) == rg.TILED_KSPLIT  # 2 x 131 = 262 < 264
+    assert rg._shape(256, 8448, True) == rg.TILED  # 2 x 132: two waves
+    assert rg._shape(17, 512, False) == rg.SPLIT_FILL == rg.SplitShape(
+        cw=2, nf=2, mt=2, u=4, xb=True)
+    assert rg._shape(16, 512, False) == rg._tiling(16)  # 16 rows: already one tile
+    assert rg._shape(65, 512, False) == rg._tiling(65)
+
+
 def test_the_grouped_kernels_read_only_the_stacked_weights():
     """Both kernel sources rewrite into their grouped form (q/k/v, gate/up in one call)
     with no read of the single weight ``w`` left; an edit that moves an anchor fails."""

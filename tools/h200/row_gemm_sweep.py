@@ -3,8 +3,8 @@
     python3 tools/h200/row_gemm_sweep.py     # prints SWEEP SAME yes|no, then the times
     ncu --profile-from-start off --cache-control all --clock-control none \
         --metrics gpu__time_duration.sum --csv --page raw --print-units base \
-        python3 tools/h200/row_gemm_sweep.py ncu > k.csv   # each product once, profiled
-    python3 tools/h200/row_gemm_sweep.py parse k.csv    # device time per product
+        python3 tools/h200/row_gemm_sweep.py ncu k.json > k.csv   # each product once
+    python3 tools/h200/row_gemm_sweep.py parse k.csv k.json   # device time per product
 
 The kernels' arithmetic is fixed by K alone (``engine/kernels/row_gemm.py``); a launch
 shape (``SplitShape``, ``TiledShape``) decides only which thread computes an element. So
@@ -75,9 +75,14 @@ def _marker():
         source="out[0] = a[0] + I;")
 
 
-def profiled() -> int:
+def profiled(items_path: str) -> int:
     """Every (K, N, M, cuBLAS or candidate) once under the profiler, each behind the
-    marker kernel numbered by its index in ``items()``."""
+    marker kernel numbered by its index in ``items()``, which goes to ``items_path``
+    (the parse must see the order that ran, whatever the defaults are by then)."""
+    import json
+
+    with open(items_path, "w") as f:
+        json.dump([[k, n, m, repr(shape)] for k, n, m, shape in items()], f)
     sys.path.insert(0, "tools/h200")
     from step_kernels import cudart
 
@@ -114,15 +119,20 @@ def items() -> list:
             for shape in [None, *candidates(m)]]
 
 
-def parse(path: str) -> int:
-    """Device microseconds per product from an ``ncu --csv --page raw`` log of ``ncu``."""
+def parse(path: str, items_path: str) -> int:
+    """Device microseconds per product from an ``ncu --csv --page raw`` log of ``ncu``
+    and the item list it wrote."""
     import csv
+    import json
     import re
 
     with open(path) as f:
         rows = list(csv.reader(ln for ln in f if ln.startswith('"')))
     name_col, time_col = rows[0].index("Kernel Name"), rows[0].index("gpu__time_duration.sum")
-    listed = items()
+    with open(items_path) as f:
+        ran = [(k, n, m, shape) for k, n, m, shape in json.load(f)]
+    by_repr = {(k, n, m, repr(shape)): shape for k, n, m, shape in items()}
+    listed = [(k, n, m, by_repr.get((k, n, m, name), name)) for k, n, m, name in ran]
     device: dict[int, float] = {}
     current = None
     for row in rows[1:]:
@@ -138,7 +148,7 @@ def parse(path: str) -> int:
             device[current] += ns / 1e3
     times = {}
     for i, (k, n, m, shape) in enumerate(listed):
-        times[(k, n, m, shape)] = device.get(i, float("nan"))
+        times[(k, n, m, None if shape == "None" else shape)] = device.get(i, float("nan"))
     report(times, "device us per product (ncu, caches flushed), cuBLAS first")
     return 0
 
@@ -149,7 +159,8 @@ def report(times: dict, title: str) -> None:
     for k, n in shapes:
         for m in SPLIT_MS + TILED_MS:
             cells = [f"cuBLAS {times[(k, n, m, None)]:.1f}"] if (k, n, m, None) in times else []
-            cells += [f"#{i} {times[(k, n, m, s)]:.1f}" for i, s in enumerate(candidates(m))]
+            cells += [f"#{i} {times.get((k, n, m, s), float('nan')):.1f}"
+                      for i, s in enumerate(candidates(m))]
             print(f"K={k} N={n} M={m}: " + "; ".join(cells))
     print("shapes (#0 is the default at that M):")
     for m in SPLIT_MS + TILED_MS:
@@ -157,7 +168,8 @@ def report(times: dict, title: str) -> None:
     print("one decode step's projections, us (sum over layers), per shape:")
     for name, model in MODELS.items():
         for m in SPLIT_MS + TILED_MS:
-            totals = [sum(count * times[(k, n, m, s)] for (k, n), count in model.items())
+            totals = [sum(count * times.get((k, n, m, s), float("nan"))
+                          for (k, n), count in model.items())
                       for s in candidates(m)]
             best = min(range(len(totals)), key=totals.__getitem__)
             base = ""
@@ -170,9 +182,9 @@ def report(times: dict, title: str) -> None:
 
 def main() -> int:
     if sys.argv[1:2] == ["ncu"]:
-        return profiled()
+        return profiled(sys.argv[2])
     if sys.argv[1:2] == ["parse"]:
-        return parse(sys.argv[2])
+        return parse(sys.argv[2], sys.argv[3])
     print("mlx", mx.__version__, mx.default_device(), flush=True)
     shapes = sorted({kn for model in MODELS.values() for kn in model})
     same = True

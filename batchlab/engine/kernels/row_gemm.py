@@ -26,8 +26,9 @@ invariant path does not call this.
 from __future__ import annotations
 
 import functools
+import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import mlx.core as mx
 
@@ -453,8 +454,9 @@ def _tiling(m: int) -> SplitShape:  # not gated: gpu only
     return SplitShape(cw=2, nf=4, mt=4, u=1, xb=True)
 
 
-# The tiled kernel's shape from TILED_FROM rows: 128 x 64 tiles, the shape s16 measured.
-TILED = TiledShape(wm=4, wn=2, mt=2, nf=4, stages=4)
+# The tiled kernel's shape from TILED_FROM rows: 128 x 64 tiles, registers capped for two
+# blocks an SM (the s19 sweep; 8B at B=256 38.1 ms a step against 39.4 before, within noise).
+TILED = TiledShape(wm=4, wn=2, mt=2, nf=4, stages=4, min_blocks=2)
 
 
 # Launch shapes the H200 sweep times against the defaults (tools/h200/row_gemm_sweep.py;
@@ -473,6 +475,30 @@ CANDIDATE_TILED = (
     TiledShape(wm=4, wn=2, mt=2, nf=8, stages=3, ks=4),
     TiledShape(wm=4, wn=4, mt=2, nf=4, stages=4),
     TiledShape(wm=2, wn=4, mt=4, nf=4, stages=3))
+
+
+# Shapes that fill the device where the defaults leave it under two waves of blocks (132
+# SMs on the H200), opt-in (BATCHLAB_ROW_GEMM_FILL=1) until a decode step has been
+# measured with them. Nsight Compute, llama-3.2-1b's k/v (2048 x 512) and q/o (2048 x
+# 2048), caches flushed (reports/bench/cuda-sm90/issue28-shapes/):
+# - tiled, the four classes on separate blocks (ks = K_WARPS: 4x the blocks, then the
+#   float32 add): 14-17 us a product at 128 and 256 rows against 40 (8 and 32 blocks);
+# - split at 17-64 rows, 32-row tiles instead of 64: 14 us at 64 rows against 23.
+FILL_ENV = "BATCHLAB_ROW_GEMM_FILL"
+FILL_BELOW_BLOCKS = 2 * 132
+TILED_KSPLIT = replace(TILED, ks=K_WARPS)
+SPLIT_FILL = SplitShape(cw=2, nf=2, mt=2, u=4, xb=True)
+
+
+def _shape(m: int, n: int, tiled: bool) -> SplitShape | TiledShape:
+    """The launch shape for an (m, n) output: who computes what, never how."""
+    fill = os.environ.get(FILL_ENV) == "1"
+    if not tiled:
+        return SPLIT_FILL if fill and 16 < m <= 64 else _tiling(m)
+    bm, bn = TILED.tile
+    if fill and -(-m // bm) * -(-n // bn) < FILL_BELOW_BLOCKS:
+        return TILED_KSPLIT
+    return TILED
 
 
 # From this many rows the tiled kernel runs (at 256 rows the split kernel took 2.4-8x
@@ -514,7 +540,7 @@ def _product(x: mx.array, weights: list[mx.array], tiled: bool | None,
         template.append(("THREE", len(weights) == 3))
     if shape is None:
         use_tiled = m >= TILED_FROM if tiled is None else tiled
-        shape = TILED if use_tiled else _tiling(m)
+        shape = _shape(m, n, use_tiled)
     if isinstance(shape, TiledShape):
         bm, bn = shape.tile
         out = _kernel(shape, grouped)(

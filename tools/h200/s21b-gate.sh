@@ -1,0 +1,3 @@
+# Issue 28, session 2026-12-02b, cycle 2, call 7 (warm): the invariant CUDA gate's cells
+# that run the tiled row GEMM (B65, B129), with the new default launch shape. Ran inline.
+export PYTHONUNBUFFERED=1 PYTHONPATH=/tmp/site:$PWD BATCHLAB_CACHE=/tmp/blc; R=$OUT/g; mkdir -p $R; sed '/^# the real model/,$d' matrices/invariant-cuda.toml > /tmp/inv-cuda.toml; timeout 230 python3 -m batchlab matrix run --matrix /tmp/inv-cuda.toml --live --filter "/B65/,/B129/" --jobs 15 --report $R/gate > $R/gate.log 2>&1; echo "== gate B65+B129: exit $?"; grep -E "^(FAIL|ERROR)|cells passed|wall time|solo" $R/gate.log | head -20; tar czf $OUT/g.tgz -C $OUT g
