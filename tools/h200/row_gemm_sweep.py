@@ -26,9 +26,9 @@ from __future__ import annotations
 
 import math
 import sys
-import time
 
 import mlx.core as mx
+from row_gemm_probe import timed  # tools/h200, the script's own folder
 
 from batchlab.engine.kernels.row_gemm import (
     CANDIDATE_SPLIT,
@@ -48,15 +48,6 @@ MODELS = {
 }
 SPLIT_MS = (1, 8, 16, 64)
 TILED_MS = (128, 256)
-
-
-def timed(fn, reps: int = 40) -> float:
-    mx.eval(fn())
-    mx.synchronize()
-    start = time.perf_counter()
-    mx.eval([fn() for _ in range(reps)])
-    mx.synchronize()
-    return (time.perf_counter() - start) / reps * 1e6
 
 
 def candidates(m: int) -> list:

@@ -393,19 +393,19 @@ class TiledShape:
     min_blocks: int = 1  # __launch_bounds__'s blocks per SM (caps the registers)
 
     @property
-    def threads(self) -> int:
+    def threads(self) -> int:  # not gated: gpu only
         return 32 * self.wm * self.wn
 
     @property
-    def tile(self) -> tuple[int, int]:
+    def tile(self) -> tuple[int, int]:  # not gated: gpu only
         return 16 * self.mt * self.wm, 8 * self.nf * self.wn
 
     @property
-    def shared_bytes(self) -> int:
+    def shared_bytes(self) -> int:  # not gated: gpu only
         return self.stages * sum(self.tile) * 64  # a 32-value row of 16-bit values a step
 
 
-def _launch_bounds(threads: int, min_blocks: int) -> str:
+def _launch_bounds(threads: int, min_blocks: int) -> str:  # not gated: gpu only
     return (f"#undef __global__\n#define __global__ __location__(global) "
             f"__launch_bounds__({threads}, {min_blocks})\n")
 
@@ -490,7 +490,7 @@ TILED_KSPLIT = replace(TILED, ks=K_WARPS)
 SPLIT_FILL = SplitShape(cw=2, nf=2, mt=2, u=4, xb=True)
 
 
-def _shape(m: int, n: int, tiled: bool) -> SplitShape | TiledShape:
+def _shape(m: int, n: int, tiled: bool) -> SplitShape | TiledShape:  # not gated: gpu only
     """The launch shape for an (m, n) output: who computes what, never how."""
     fill = os.environ.get(FILL_ENV) == "1"
     if not tiled:
