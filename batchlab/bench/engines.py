@@ -34,6 +34,7 @@ from batchlab.engine.paths.registry import EnginePath
 
 BATCH_GENERATOR = "BatchGenerator"
 GENERATE_STEP = "generate_step"
+L1 = "l1"  # the path every other one is set beside (bench tables, paired ratios)
 MAX_SETUP_STEPS = 10_000
 
 

@@ -21,6 +21,7 @@ from mlx import nn
 from batchlab.bench.engines import (
     BATCH_GENERATOR,
     GENERATE_STEP,
+    L1,
     PATHS,
     Driver,
     Run,
@@ -89,6 +90,12 @@ class Result:
     streamed_gb: float
     mlx: str
     mlx_lm: str
+    # this engine's step over l1's in the same repeat (> 1: slower), median and spread
+    # over the repeats: a pairing that cancels what drifts between repeats (the H200's
+    # host speed moved 1.5x between runs of the same code at B=1); None without l1
+    l1_ratio: float | None = None
+    l1_ratio_min: float | None = None
+    l1_ratio_max: float | None = None
 
 
 def make_prompts(batch: int, prompt_len: int, vocab_size: int, seed: int) -> list[list[int]]:
@@ -169,6 +176,7 @@ def summarize(
         groups.setdefault((run.batch, run.engine), []).append(run)
     median_step = {key: statistics.median(r.step_s for r in rs) for key, rs in groups.items()}
     reference_step = {(r.batch, r.repeat): r.step_s for r in runs if r.engine == BATCH_GENERATOR}
+    l1_step = {(r.batch, r.repeat): r.step_s for r in runs if r.engine == L1}
     results = []
     for (batch, engine), rs in groups.items():
         step = median_step[(batch, engine)]
@@ -176,6 +184,8 @@ def summarize(
         single = median_step.get((1, GENERATE_STEP)) if batch == 1 else None
         paired = [reference_step[(batch, r.repeat)] / r.step_s for r in rs
                   if engine != BATCH_GENERATOR and (batch, r.repeat) in reference_step]
+        over_l1 = [r.step_s / l1_step[(batch, r.repeat)] for r in rs
+                   if engine != L1 and (batch, r.repeat) in l1_step]
         results.append(Result(
             model=model, backend=backend, engine=engine, batch=batch,
             prompt_len=spec.prompt_len, gen_len=spec.gen_len, repeats=len(rs),
@@ -192,6 +202,9 @@ def summarize(
             bandwidth_gbs=bandwidth / 1e9 if bandwidth else None,
             streamed_gb=streamed_bytes / 1e9,
             mlx=versions["mlx"], mlx_lm=versions["mlx_lm"],
+            l1_ratio=statistics.median(over_l1) if over_l1 else None,
+            l1_ratio_min=min(over_l1) if over_l1 else None,
+            l1_ratio_max=max(over_l1) if over_l1 else None,
         ))  # fmt: skip
     return sorted(results, key=lambda r: (r.batch, _engine_order(r.engine)))
 

@@ -14,7 +14,7 @@ import re
 import typing
 from pathlib import Path
 
-from batchlab.bench.engines import BATCH_GENERATOR, GENERATE_STEP
+from batchlab.bench.engines import BATCH_GENERATOR, GENERATE_STEP, L1
 from batchlab.bench.measure import (
     SINGLE_STREAM_TARGET,
     SLOWER_ALPHA,
@@ -22,8 +22,6 @@ from batchlab.bench.measure import (
     holm,
     repeats_for_family,
 )
-
-L1 = "l1"  # the path every other one is set beside in the table
 
 FIELDS = [f.name for f in dataclasses.fields(Result)]
 _TYPES = typing.get_type_hints(Result)
@@ -88,7 +86,8 @@ def markdown(results: list[Result], level: int = 1) -> str:
     head += [f"{p} / mlx-lm" for p in paths] + [f"{e} % roofline" for e in engines]
     head += ["prefill tok/s (" + " / ".join(engines) + ")", "peak GB"]
     # every other path against l1 in the same run, where l1 ran: its step time over l1's
-    # (> 1: slower) and its prefill tok/s over l1's (< 1: slower), medians
+    # (> 1: slower; paired by repeat where the CSV has it) and its prefill tok/s over
+    # l1's (< 1: slower), medians
     beside_l1 = [p for p in paths if p != L1] if L1 in paths else []
     head += [f"{p} time / l1" for p in beside_l1] + [f"{p} prefill / l1" for p in beside_l1]
     lines += ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
@@ -102,7 +101,7 @@ def markdown(results: list[Result], level: int = 1) -> str:
         cells += [" / ".join(_num(r and r.prefill_tok_s) for r in row)]
         cells += [f"{max(r.peak_gb for r in row if r):.3g}"]
         l1 = by.get((batch, L1))
-        cells += [_over(by.get((batch, p)), l1, "ms_step", "x") for p in beside_l1]
+        cells += [_time_over_l1(by.get((batch, p)), l1) for p in beside_l1]
         cells += [_over(by.get((batch, p)), l1, "prefill_tok_s", "") for p in beside_l1]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
@@ -144,6 +143,14 @@ def _num(x) -> str:
 
 def _ratio(x) -> str:
     return f"{x:.2f}x" if x else ""
+
+
+def _time_over_l1(r: Result | None, l1: Result | None) -> str:
+    """``r``'s step over l1's in the same repeat, median [min-max] over the repeats; the
+    ratio of the medians where the runs were not paired (CSVs from before the pairing)."""
+    if r is None or r.l1_ratio is None:
+        return _over(r, l1, "ms_step", "x")
+    return f"{r.l1_ratio:.2f}x [{r.l1_ratio_min:.2f}-{r.l1_ratio_max:.2f}]"
 
 
 def _over(r: Result | None, l1: Result | None, field: str, unit: str) -> str:

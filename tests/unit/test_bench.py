@@ -160,6 +160,26 @@ def test_ratio_spread_pairs_each_repeat_with_batch_generator_of_that_repeat():
     assert theirs.ratio_min is None and theirs.ratio_max is None
 
 
+def test_time_over_l1_pairs_each_repeat_with_l1_of_that_repeat():
+    """A path's step over l1's is taken inside each repeat (the H200's host speed drifts
+    between repeats): repeat 1 slows both engines 4x, the paired ratio stays 1.25-1.5,
+    where the ratio of medians would read 2.5 / 1.0; the table prints the paired median."""
+    from batchlab.bench.report import markdown
+
+    runs = [_run("l1", 0, 1.0), _run("invariant", 0, 1.5), _run(BATCH_GENERATOR, 0, 2.0),
+            _run("l1", 1, 4.0), _run("invariant", 1, 5.0), _run(BATCH_GENERATOR, 1, 8.0),
+            _run("l1", 2, 1.0), _run("invariant", 2, 1.25), _run(BATCH_GENERATOR, 2, 2.0)]
+    spec = BenchSpec(batches=(2,), prompt_len=4, gen_len=3, repeats=3)
+    results = summarize(runs, model="m", backend="cpu", spec=spec, bound_s=None,
+                        bandwidth=None, streamed_bytes=0, versions={"mlx": "x", "mlx_lm": "y"})
+    by = {r.engine: r for r in results}
+    assert (by["invariant"].l1_ratio, by["invariant"].l1_ratio_min,
+            by["invariant"].l1_ratio_max) == (1.25, 1.25, 1.5)
+    assert by["l1"].l1_ratio is None and by[BATCH_GENERATOR].l1_ratio == 2.0
+    row = next(line for line in markdown(results).splitlines() if line.startswith("| 2 |"))
+    assert row.endswith("| 1.25x [1.25-1.50] | 1.00 |")
+
+
 def test_runs_are_timed_with_the_garbage_collector_paused():
     assert gc.isenabled()
     with gc_paused():
