@@ -24,7 +24,3 @@ class BlockTable:
 
     def num_blocks_for(self, block_size: int) -> int:
         return -(-self.num_tokens // block_size)
-
-    def slot(self, position: int, block_size: int) -> int:
-        """The pool row of token ``position``: block id * block_size + offset in block."""
-        return self.blocks[position // block_size] * block_size + position % block_size
