@@ -104,10 +104,20 @@ def profiled(items_path: str) -> int:
 
 
 def items() -> list:
-    """(K, N, M, shape or None for cuBLAS), in a fixed order."""
+    """(K, N, M, shape or None for cuBLAS), in a fixed order; ``SWEEP_MS=1,256`` and
+    ``SWEEP_SHAPES=4096x14336,...`` (K x N) keep a subset (under Nsight Compute a product
+    costs ~2.5 s: s20 got through two shapes in its 240 s)."""
+    import os
+
     shapes = sorted({kn for model in MODELS.values() for kn in model})
-    return [(k, n, m, shape) for k, n in shapes for m in SPLIT_MS + TILED_MS
-            for shape in [None, *candidates(m)]]
+    ms = SPLIT_MS + TILED_MS
+    if os.environ.get("SWEEP_MS"):
+        ms = tuple(int(m) for m in os.environ["SWEEP_MS"].split(","))
+    if os.environ.get("SWEEP_SHAPES"):
+        wanted = os.environ["SWEEP_SHAPES"].split(",")
+        keep = {tuple(int(v) for v in kn.split("x")) for kn in wanted}
+        shapes = [kn for kn in shapes if kn in keep]
+    return [(k, n, m, shape) for k, n in shapes for m in ms for shape in [None, *candidates(m)]]
 
 
 def parse(path: str, items_path: str) -> int:
