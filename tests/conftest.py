@@ -7,9 +7,16 @@ xdist hands out work units in collection order, and tests/parity sorts first: le
 there, the parity cells went out first and the longest module (the self-test's, ~80 s)
 could start last on one worker while the other sat idle. So the modules go first, the
 self-test's at their head, and the parity cells last, the real model's first among them
-(its invariant cells take 30-40 s each: handed out last, one of them was the run's tail)."""
+(its invariant cells take 30-40 s each: handed out last, one of them was the run's tail).
+
+The parity cells that the self-test's control also evaluates (212 of them) join the
+self-test's group instead: they run after it, in its process, and read the control's
+results rather than evaluating the same cells again (tests/control_results.py)."""
+
+from pathlib import Path
 
 import pytest
+from loaded_matrices import matrix_cells
 
 SPREAD = "tests/parity/test_matrices.py::test_cell["  # one work unit per cell
 LONGEST = "tests/unit/test_selftest.py"  # its module fixture runs the whole catalog
@@ -22,9 +29,29 @@ def _order(item) -> tuple[int, int]:
     return (0 if item.nodeid.startswith(LONGEST) else 1), 0
 
 
+def _control_cells() -> set[str]:
+    """The parity test ids of the cells the self-test's control runs: the candidates of
+    every bug that reaches batchlab's in-process engine (``run_selftest``'s control)."""
+    from batchlab.defaults import DEFAULT_MATRIX
+    from batchlab.selftest.catalog import CATALOG
+    from batchlab.selftest.modes import InProcessMode
+    from batchlab.selftest.run import candidates_of
+
+    mode = InProcessMode("batchlab")
+    bugs = [b for b in CATALOG if mode.skip(b) is None]
+    found = candidates_of(bugs, {m: matrix_cells(m or DEFAULT_MATRIX) for m in
+                                 {b.matrix for b in bugs}})
+    gate = {b.name: Path(b.matrix).stem if b.matrix else "default" for b in bugs}
+    return {f"{SPREAD}{gate[b.name]}:{c.id}]" for b in bugs for c in found[b.name]}
+
+
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
 def pytest_collection_modifyitems(items):
+    with_selftest = any(item.nodeid.startswith(LONGEST) for item in items)
+    control = _control_cells() if with_selftest else set()
     for item in items:
-        if not item.nodeid.startswith(SPREAD) and not item.get_closest_marker("xdist_group"):
+        if item.nodeid in control:
+            item.add_marker(pytest.mark.xdist_group(LONGEST))
+        elif not item.nodeid.startswith(SPREAD) and not item.get_closest_marker("xdist_group"):
             item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
     items.sort(key=_order)  # stable: each module's own order is kept

@@ -14,9 +14,9 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from loaded_matrices import matrix_cells
 
 from batchlab.cells.select import select
-from batchlab.cells.spec import load_matrix
 from batchlab.defaults import DEFAULT_GOLDENS, DEFAULT_MATRIX
 from batchlab.matrix.evaluate import Reference, evaluate_cell
 from batchlab.matrix.runner import run_cells
@@ -29,7 +29,7 @@ from batchlab.subjects.protocol import Capabilities
 HERE = Path(__file__).parent
 STATIC = "l1/llama/B4/equal/static/ctx-short"
 WRAP = "l1/llama/B4/equal/static/ctx-wrap"
-CELLS = {c.id: c for c in select(load_matrix(DEFAULT_MATRIX), f"{STATIC},{WRAP}", None)}
+CELLS = {c.id: c for c in select(matrix_cells(DEFAULT_MATRIX), f"{STATIC},{WRAP}", None)}
 PEER = f"process:{sys.executable} {HERE / 'subject_peers.py'}"
 
 
