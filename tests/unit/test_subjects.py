@@ -164,7 +164,7 @@ def test_a_subject_bug_is_caught_from_files():
     from batchlab.selftest.run import run_selftest
 
     report = run_selftest(DEFAULT_MATRIX, DEFAULT_GOLDENS, bug="subject-step-late",
-                          engine="files")
+                          engine="files", load=matrix_cells)
     (kill,) = report.kills
     assert report.ok and kill.caught
     assert [r.status for r in kill.results] == [Status.FAIL, Status.FAIL]
@@ -193,7 +193,7 @@ def test_a_bug_whose_cells_a_subject_refuses_cannot_reach_it():
     from batchlab.selftest.run import run_selftest
 
     report = run_selftest(DEFAULT_MATRIX, DEFAULT_GOLDENS, bug="subject-drops-parked-history",
-                          engine="subject_peers:no_history")
+                          engine="subject_peers:no_history", load=matrix_cells)
     assert [r.status for r in report.control] == [Status.UNSUPPORTED, Status.UNSUPPORTED]
     assert report.dirty_control == []
     (kill,) = report.kills
