@@ -82,10 +82,12 @@ def test_a_peer_that_breaks_is_error_for_its_cell_only(mode, says):
 
 
 def test_a_peer_that_hangs_is_error_after_the_timeout(monkeypatch):
-    monkeypatch.setenv("BATCHLAB_SUBJECT_TIMEOUT", "4")
+    # 1 s is only ever waited out: the peer hangs at its first 'step', and 'hello' and
+    # 'open' (imports, the model's load) are given START_TIMEOUT whatever this says
+    monkeypatch.setenv("BATCHLAB_SUBJECT_TIMEOUT", "1")
     (r,) = run(f"{PEER} hang ctx-short", STATIC)
     assert r.status is Status.ERROR
-    assert "gave no answer to 'step' within 4 s (hung?)" in r.detail
+    assert "gave no answer to 'step' within 1 s (hung?)" in r.detail
 
 
 def test_files_round_trip_passes_and_a_corrupt_trajectory_fails(tmp_path):
