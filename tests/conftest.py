@@ -14,10 +14,7 @@ also holds under ``-n 0``), in its process, and read the control's results rathe
 evaluating the same cells again (tests/control_results.py). That group is the largest,
 so its ~35 s start at once on one worker while the other takes the next groups."""
 
-from pathlib import Path
-
 import pytest
-from loaded_matrices import matrix_cells
 
 SPREAD = "tests/parity/test_matrices.py::test_cell["  # one work unit per cell
 LONGEST = "tests/unit/test_selftest.py"  # its module fixture runs the whole catalog
@@ -30,26 +27,13 @@ def _order(item) -> tuple[int, int]:
     return (0 if item.nodeid.startswith(LONGEST) else 1), 0
 
 
-def _control_cells() -> set[str]:
-    """The parity test ids of the cells the self-test's control runs: the candidates of
-    every bug that reaches batchlab's in-process engine (``run_selftest``'s control)."""
-    from batchlab.defaults import DEFAULT_MATRIX
-    from batchlab.selftest.catalog import CATALOG
-    from batchlab.selftest.modes import InProcessMode
-    from batchlab.selftest.run import candidates_of
-
-    mode = InProcessMode("batchlab")
-    bugs = [b for b in CATALOG if mode.skip(b) is None]
-    found = candidates_of(bugs, {m: matrix_cells(m or DEFAULT_MATRIX) for m in
-                                 {b.matrix for b in bugs}})
-    gate = {b.name: Path(b.matrix).stem if b.matrix else "default" for b in bugs}
-    return {f"{SPREAD}{gate[b.name]}:{c.id}]" for b in bugs for c in found[b.name]}
-
-
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
 def pytest_collection_modifyitems(items):
-    with_selftest = any(item.nodeid.startswith(LONGEST) for item in items)
-    control = _control_cells() if with_selftest else set()
+    control = set()
+    if any(item.nodeid.startswith(LONGEST) for item in items):
+        from control_results import control_ids  # imports the catalog: only when needed
+
+        control = {f"{SPREAD}{i}]" for i in control_ids()}
     for item in items:
         if item.nodeid in control:
             item.add_marker(pytest.mark.xdist_group(LONGEST))

@@ -15,13 +15,18 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
+from loaded_matrices import matrix_cells
 
 from batchlab.cells.cell import Cell
 from batchlab.cells.result import CellResult
+from batchlab.defaults import DEFAULT_MATRIX
 from batchlab.matrix.evaluate import Reference
+from batchlab.selftest.catalog import CATALOG
 from batchlab.selftest.modes import InProcessMode
+from batchlab.selftest.run import candidates_of
 
 _RECORDED: dict[tuple[str, Reference], tuple[Cell, CellResult]] = {}
 
@@ -50,3 +55,14 @@ def control_result(cell: Cell, ref: Reference) -> CellResult | None:
     if cell_and_result is None or cell_and_result[0] != cell:
         return None
     return cell_and_result[1]
+
+
+def control_ids() -> set[str]:
+    """The control's cells as parity test parameters, ``<gate>:<cell id>``: the candidates
+    of every bug that reaches batchlab's in-process engine (``run_selftest``'s control)."""
+    mode = InProcessMode("batchlab")
+    bugs = [b for b in CATALOG if mode.skip(b) is None]
+    found = candidates_of(bugs, {m: matrix_cells(m or DEFAULT_MATRIX) for m in
+                                 {b.matrix for b in bugs}})
+    gate = {b.name: Path(b.matrix).stem if b.matrix else "default" for b in bugs}
+    return {f"{gate[b.name]}:{c.id}" for b in bugs for c in found[b.name]}

@@ -7,7 +7,7 @@ first catching cell (``first_catch``: the same verdicts; the CLI runs every cand
 from __future__ import annotations
 
 import pytest
-from control_results import recording_the_control
+from control_results import control_ids, recording_the_control
 from loaded_matrices import matrix_cells
 
 from batchlab.defaults import DEFAULT_GOLDENS, DEFAULT_MATRIX
@@ -63,6 +63,14 @@ def test_control_is_clean(selftest):
     report, _ = selftest
     assert report.control, "the control ran no cells"
     assert [(r.cell_id, r.status) for r in report.dirty_control] == []
+
+
+def test_the_parity_cells_that_read_the_control_are_the_cells_it_ran(selftest):
+    """tests/conftest.py groups these parity cells with this module (control_results.py):
+    a drift would not fail them, only run them twice again."""
+    report, _ = selftest
+    ids = sorted(i.split(":", 1)[1] for i in control_ids())
+    assert ids == sorted(r.cell_id for r in report.control)
 
 
 def test_every_seeded_bug_is_caught(selftest):
