@@ -3,11 +3,16 @@ runs whole on one worker, so a module-scoped fixture (a live server, the self-te
 a converted checkpoint) is made once; the parity cells, which share nothing but the
 per-process model cache, are handed out one at a time and fill the workers' tails.
 
-xdist hands out work units in collection order, and tests/parity sorts first: left
-there, the parity cells went out first and the longest module (the self-test's, ~80 s)
-could start last on one worker while the other sat idle. So the modules go first, the
-self-test's at their head, and the parity cells last, the real model's first among them
-(its invariant cells take 30-40 s each: handed out last, one of them was the run's tail)."""
+xdist 3.x hands out the largest groups first (``--loadscope-reorder``, its default),
+collection order among groups of one size. The sort below puts the modules before the
+parity cells and the real model's cells first among those (its invariant cell takes
+~13 s: handed out last, it was the run's tail).
+
+The parity cells that the self-test's control also evaluates (212 of them) join the
+self-test's group instead: they run after its module (the sort puts it first, which
+also holds under ``-n 0``), in its process, and read the control's results rather than
+evaluating the same cells again (tests/control_results.py). That group is the largest,
+so its ~35 s start at once on one worker while the other takes the next groups."""
 
 import pytest
 
@@ -24,7 +29,14 @@ def _order(item) -> tuple[int, int]:
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
 def pytest_collection_modifyitems(items):
+    control = set()
+    if any(item.nodeid.startswith(LONGEST) for item in items):
+        from control_results import control_ids  # imports the catalog: only when needed
+
+        control = {f"{SPREAD}{i}]" for i in control_ids()}
     for item in items:
-        if not item.nodeid.startswith(SPREAD) and not item.get_closest_marker("xdist_group"):
+        if item.nodeid in control:
+            item.add_marker(pytest.mark.xdist_group(LONGEST))
+        elif not item.nodeid.startswith(SPREAD) and not item.get_closest_marker("xdist_group"):
             item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
     items.sort(key=_order)  # stable: each module's own order is kept

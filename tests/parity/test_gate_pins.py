@@ -2,9 +2,9 @@
 ORACLE-BUG ids (gate_pins.json; refresh with ``batchlab golden pins --write``)."""
 
 import pytest
+from loaded_matrices import matrix_cells
 
 from batchlab.backend import backend_key
-from batchlab.cells.spec import load_matrix
 from batchlab.defaults import DEFAULT_GOLDENS, DEFAULT_MATRIX
 from batchlab.golden.pins import WRITE_COMMAND, Pins, current_pins, differences, read_pins
 
@@ -13,7 +13,7 @@ PINS = read_pins()
 
 @pytest.mark.parity
 def test_the_default_matrix_has_exactly_the_pinned_cells():
-    ids = sorted(c.id for c in load_matrix(DEFAULT_MATRIX))
+    ids = sorted(c.id for c in matrix_cells(DEFAULT_MATRIX))
     assert len(ids) == len(PINS.cell_ids) and ids == list(PINS.cell_ids), (
         "\n".join(differences(PINS, Pins(matrix="", cell_ids=tuple(ids),
                                           oracle_bug=PINS.oracle_bug), backend_key()))

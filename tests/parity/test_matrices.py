@@ -23,11 +23,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pytest
+from control_results import control_result
+from loaded_matrices import matrix_cells
 
 from batchlab.backend import backend_key
 from batchlab.cells.cell import Cell
-from batchlab.cells.spec import load_matrix
-from batchlab.defaults import DEFAULT_GOLDENS, PROJECT_ROOT
+from batchlab.defaults import DEFAULT_GOLDENS
 from batchlab.golden.pins import WRITE_COMMAND, read_pins
 from batchlab.judging.judging import Reference as JudgeReference
 from batchlab.judging.judging import judging_for
@@ -46,7 +47,7 @@ class Gate:
         return f"matrices/{self.name}.toml"
 
     def cells(self) -> list[Cell]:
-        return load_matrix(PROJECT_ROOT / self.matrix)
+        return matrix_cells(self.matrix)
 
 
 GATES = (
@@ -55,7 +56,7 @@ GATES = (
     Gate(name="invariant", skips_unsupported=False),
 )
 CELLS = {gate.name: gate.cells() for gate in GATES}
-REAL = load_matrix(PROJECT_ROOT / "matrices" / "real.toml")
+REAL = matrix_cells("matrices/real.toml")
 INVARIANT_FAMILIES = {"llama", "qwen3", "minicpm", "gemma3", "gemma4-12b", "gemma4-e4b",
                       "gemma4-26b", "gpt-oss", "qwen3-moe", "qwen3.5", "mamba2", "lfm2",
                       "smollm2-135m"}
@@ -109,7 +110,9 @@ def test_the_default_matrix_keeps_short_real_model_cells_of_the_real_matrixs_fea
 @pytest.mark.parametrize(("gate", "cell"), [(g, c) for g in GATES for c in CELLS[g.name]],
                          ids=[f"{g.name}:{c.id}" for g in GATES for c in CELLS[g.name]])
 def test_cell(gate, cell):
-    result = evaluate_cell(cell, Reference(matrix=gate.matrix, goldens=DEFAULT_GOLDENS))
+    ref = Reference(matrix=gate.matrix, goldens=DEFAULT_GOLDENS)
+    # the self-test's control ran this very evaluation in this process (control_results.py)
+    result = control_result(cell, ref) or evaluate_cell(cell, ref)
     what = f"{result.status}: {result.detail}\n{result.traceback or ''}\nrerun: {result.rerun}"
     pinned = cell.id in gate.pinned_oracle_bugs
     if result.status == Status.ORACLE_BUG:

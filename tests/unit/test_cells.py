@@ -1,6 +1,7 @@
 """Cell expansion, canonical ids and script validation: pure Python, milliseconds."""
 
 import pytest
+from loaded_matrices import matrix_cells
 
 from batchlab.cells.cell import Event, Row
 from batchlab.cells.events import parse_event, validate_events
@@ -91,7 +92,7 @@ def test_unknown_keys_and_duplicate_ids_are_errors(tmp_path):
 
 
 def test_committed_matrices_meet_the_gate_requirements():
-    cells = load_matrix("matrices/default.toml")
+    cells = matrix_cells("matrices/default.toml")
     assert len(cells) >= 300
     assert {c.batch for c in cells} >= {1, 2, 3, 4, 8, 34}
     assert {c.script for c in cells} >= {"static", "join", "evict", "join-evict", "staggered",

@@ -6,9 +6,9 @@ what a FAIL's ``max |d logprob|`` and a lab path's KL statistics are computed fr
 """
 
 import numpy as np
+from loaded_matrices import matrix_cells
 
 from batchlab.cells.select import select
-from batchlab.cells.spec import load_matrix
 from batchlab.cli import DEFAULT_MATRIX
 from batchlab.matrix.engine_run import run_cell
 from batchlab.zoo import load
@@ -16,7 +16,7 @@ from batchlab.zoo.load import vocab_size
 
 
 def test_run_cell_keeps_the_logprob_vectors_the_digests_were_made_from():
-    (cell,) = select(load_matrix(DEFAULT_MATRIX), "l1/llama/B2/ragged/static/ctx-short", None)
+    (cell,) = select(matrix_cells(DEFAULT_MATRIX), "l1/llama/B2/ragged/static/ctx-short", None)
     got = run_cell(cell)
     steps = [s for row in got.rows.values() for s in row]
     assert len(steps) == 2 * 12

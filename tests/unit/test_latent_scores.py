@@ -9,6 +9,7 @@ kimi-linear rows moved by 0.56 in logprob while staying equal to themselves alon
 from __future__ import annotations
 
 import mlx.core as mx
+from loaded_matrices import matrix_cells
 
 from batchlab.engine.kernels.attention_dispatch import additive_scores
 from batchlab.engine.kernels.row_attention import row_attention
@@ -75,10 +76,9 @@ def test_a_shared_golden_keeps_the_logprobs_a_kl_second_judge_needs():
     invariant-blocked (KL: its convs are tap-summed); the golden is made for the latter,
     whichever the matrix lists first, so it keeps the logprobs."""
     from batchlab.cells.select import select
-    from batchlab.cells.spec import load_matrix
     from batchlab.golden.check import unique_scenarios
 
-    cells = select(load_matrix("matrices/default.toml"),
+    cells = select(matrix_cells("matrices/default.toml"),
                    "*/kimi-linear/B3/ragged/join-evict/ctx-short/steps9", None)
     assert [c.path for c in cells][:2] == ["l1", "paged"]
     assert [c.path for c in unique_scenarios(cells)] == ["invariant-blocked"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import mlx.core as mx
 import pytest
+from loaded_matrices import matrix_cells
 
 from batchlab.engine.caches.kv import BatchKV
 from batchlab.engine.core.cost import RowCost
@@ -32,12 +33,11 @@ def test_a_row_parked_while_queued_is_replayed_afresh_on_its_resume_ids():
     BatchGenerator hands back empty caches (0 ids held); the quantized oracle's B is then
     exactly mlx-lm's generate_step over B's resume ids alone, bits included."""
     from batchlab.cells.select import select
-    from batchlab.cells.spec import load_matrix
     from batchlab.oracle.batch import run_batch_oracle
     from batchlab.oracle.quantized_serial import run_quantized_oracle
     from batchlab.trajectory import digest
 
-    [cell] = select(load_matrix("matrices/default.toml"),
+    [cell] = select(matrix_cells("matrices/default.toml"),
                     "kv8/llama-hd64/B2/explicit/park-queued/ctx-explicit/steps3_pb1_cb1", None)
     loaded = load("llama-hd64")
     held: dict[str, int] = {}

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import mlx.core as mx
 import pytest
+from loaded_matrices import matrix_cells
 
 from batchlab.cells.select import select
-from batchlab.cells.spec import load_matrix
 from batchlab.engine.caches.kv import BatchKV
 from batchlab.engine.caches.ring import BatchRing
 from batchlab.engine.caches.state import BatchState
@@ -54,7 +54,7 @@ def test_only_row_cost_scripts_ask_for_the_check():
 
 
 def test_the_old_paged_projection_fails_the_gemma3_cell_with_exact_figures():
-    [cell] = select(load_matrix("matrices/default.toml"),
+    [cell] = select(matrix_cells("matrices/default.toml"),
                     "paged/gemma3/B3/explicit/row-cost/ctx-explicit/steps8", None)
     run_cell(cell, keep_values=False)  # the engine as it is: passes every step
     with applied(cost_bugs.paged_rings_per_row()), pytest.raises(
@@ -65,7 +65,7 @@ def test_the_old_paged_projection_fails_the_gemma3_cell_with_exact_figures():
 def test_leaked_blocks_fail_the_pool_check_with_exact_figures():
     """Round 5: a filter that keeps the dropped rows' blocks changes no token (the pool
     grows on demand) but serve's pool statistics; the check counts the live tables."""
-    [cell] = select(load_matrix("matrices/default.toml"),
+    [cell] = select(matrix_cells("matrices/default.toml"),
                     "paged/llama/B3/explicit/row-cost/ctx-explicit/steps8", None)
     run_cell(cell, keep_values=False)  # the engine as it is: passes every step
     with applied(cost_bugs.paged_filter_leaks_blocks()), pytest.raises(
@@ -78,7 +78,7 @@ def test_prefix_queries_are_counted_from_the_rows_sealed_blocks():
     """Round 6: A seals S's 2 blocks (2 queries, misses), B starts on both (2 hits), C on
     the first (1 hit): 5 queries. A lookup that counts what it finds adds B's 2 and C's 1;
     mutant share_prefix__mutmut_34 (+2 a shared block) adds 3 too."""
-    [cell] = select(load_matrix("matrices/default.toml"),
+    [cell] = select(matrix_cells("matrices/default.toml"),
                     "paged/llama/B3/explicit/row-cost-prefix/ctx-explicit/steps5", None)
     run_cell(cell, keep_values=False)  # the engine as it is: passes every step
     with applied(cost_bugs.prefix_lookup_counts_queries()), pytest.raises(

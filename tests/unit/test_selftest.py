@@ -7,18 +7,18 @@ first catching cell (``first_catch``: the same verdicts; the CLI runs every cand
 from __future__ import annotations
 
 import pytest
+from control_results import control_ids, recording_the_control
+from loaded_matrices import matrix_cells
 
-from batchlab.cells.spec import load_matrix
 from batchlab.defaults import DEFAULT_GOLDENS, DEFAULT_MATRIX
 from batchlab.engine.caches.kv import BatchKV
 from batchlab.engine.caches.ring import BatchRing
 from batchlab.engine.caches.rowints import RowIntsAttribute
 from batchlab.engine.core.scheduler import Scheduler
-from batchlab.golden.pins import PROJECT_ROOT
 from batchlab.matrix.evaluate import Reference, evaluate_cell
 from batchlab.selftest.catalog import CATALOG, select_bugs
 from batchlab.selftest.inject import InjectionError, Patch, applied
-from batchlab.selftest.run import candidates, run_selftest
+from batchlab.selftest.run import candidates_of, run_selftest
 
 # attributes patched only for the length of a call inside another patch
 NESTED_OWNERS = {BatchRing, Scheduler}
@@ -38,26 +38,39 @@ def changed(before: dict) -> list[str]:
 @pytest.fixture(scope="module")
 def selftest():
     before = snapshot()
-    report = run_selftest(DEFAULT_MATRIX, DEFAULT_GOLDENS, first_catch=True)
+    # the parity cells that equal control cells read these results (control_results.py)
+    with recording_the_control():
+        report = run_selftest(DEFAULT_MATRIX, DEFAULT_GOLDENS, first_catch=True,
+                              load=matrix_cells)
     return report, before
 
 
 def test_catalog_has_at_least_twelve_distinct_bugs_with_candidates():
-    cells = load_matrix(DEFAULT_MATRIX)
     assert len(CATALOG) >= 12
     assert len({b.name for b in CATALOG}) == len(CATALOG)
+    matrices = {b.matrix for b in CATALOG}
+    found = candidates_of(list(CATALOG),
+                          {m: matrix_cells(m or DEFAULT_MATRIX) for m in matrices})
     for bug in CATALOG:
         assert bug.description and bug.history, bug.name
         assert bug.caught_as in ("FAIL", "ERROR"), bug.name
-        found = candidates(bug, load_matrix(PROJECT_ROOT / bug.matrix) if bug.matrix else cells)
+        assert found[bug.name], bug.name
         # gemma2-gqa cells are ORACLE-BUG whatever the engine does: they can never catch
-        assert not [c.id for c in found if "gemma2-gqa" in c.id], bug.name
+        assert not [c.id for c in found[bug.name] if "gemma2-gqa" in c.id], bug.name
 
 
 def test_control_is_clean(selftest):
     report, _ = selftest
     assert report.control, "the control ran no cells"
     assert [(r.cell_id, r.status) for r in report.dirty_control] == []
+
+
+def test_the_parity_cells_that_read_the_control_are_the_cells_it_ran(selftest):
+    """tests/conftest.py groups these parity cells with this module (control_results.py):
+    a drift would not fail them, only run them twice again."""
+    report, _ = selftest
+    ids = sorted(i.split(":", 1)[1] for i in control_ids())
+    assert ids == sorted(r.cell_id for r in report.control)
 
 
 def test_every_seeded_bug_is_caught(selftest):
@@ -84,7 +97,7 @@ def test_engine_is_unpatched_after_the_selftest(selftest):
     pattern = ("l1/llama/B3/ragged/join-evict/ctx-short,l1/gemma3/B3/ragged/join/ctx-wrap,"
                "l1/gemma4-e4b/B3/ragged/static/ctx-short,l1/qwen3.5/B3/ragged/evict/ctx-short,"
                "l1/llama/B8/ragged/static/ctx-short")
-    cells = [c for c in load_matrix(DEFAULT_MATRIX) if c.id in pattern.split(",")]
+    cells = [c for c in matrix_cells(DEFAULT_MATRIX) if c.id in pattern.split(",")]
     assert len(cells) == 5
     assert [(c.id, evaluate_cell(c, ref).status) for c in cells] == [(c.id, "PASS") for c in cells]
 
@@ -109,9 +122,10 @@ def test_patching_a_missing_attribute_is_refused_and_the_rest_restored():
 
 
 def test_first_catch_stops_each_bug_at_its_first_catching_cell_with_the_same_verdict():
-    every = run_selftest(DEFAULT_MATRIX, DEFAULT_GOLDENS, bug="argmax-over-logits")
+    every = run_selftest(DEFAULT_MATRIX, DEFAULT_GOLDENS, bug="argmax-over-logits",
+                         load=matrix_cells)
     first = run_selftest(DEFAULT_MATRIX, DEFAULT_GOLDENS, bug="argmax-over-logits",
-                         first_catch=True)
+                         first_catch=True, load=matrix_cells)
     (all_cells,), (stopped,) = every.kills, first.kills
     assert len(all_cells.killers) > 1  # else stopping early shows nothing
     caught_at = next(i for i, r in enumerate(all_cells.results) if r.status == "FAIL")

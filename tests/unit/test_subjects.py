@@ -14,9 +14,9 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from loaded_matrices import matrix_cells
 
 from batchlab.cells.select import select
-from batchlab.cells.spec import load_matrix
 from batchlab.defaults import DEFAULT_GOLDENS, DEFAULT_MATRIX
 from batchlab.matrix.evaluate import Reference, evaluate_cell
 from batchlab.matrix.runner import run_cells
@@ -29,7 +29,7 @@ from batchlab.subjects.protocol import Capabilities
 HERE = Path(__file__).parent
 STATIC = "l1/llama/B4/equal/static/ctx-short"
 WRAP = "l1/llama/B4/equal/static/ctx-wrap"
-CELLS = {c.id: c for c in select(load_matrix(DEFAULT_MATRIX), f"{STATIC},{WRAP}", None)}
+CELLS = {c.id: c for c in select(matrix_cells(DEFAULT_MATRIX), f"{STATIC},{WRAP}", None)}
 PEER = f"process:{sys.executable} {HERE / 'subject_peers.py'}"
 
 
@@ -82,10 +82,12 @@ def test_a_peer_that_breaks_is_error_for_its_cell_only(mode, says):
 
 
 def test_a_peer_that_hangs_is_error_after_the_timeout(monkeypatch):
-    monkeypatch.setenv("BATCHLAB_SUBJECT_TIMEOUT", "4")
+    # 1 s is only ever waited out: the peer hangs at its first 'step', and 'hello' and
+    # 'open' (imports, the model's load) are given START_TIMEOUT whatever this says
+    monkeypatch.setenv("BATCHLAB_SUBJECT_TIMEOUT", "1")
     (r,) = run(f"{PEER} hang ctx-short", STATIC)
     assert r.status is Status.ERROR
-    assert "gave no answer to 'step' within 4 s (hung?)" in r.detail
+    assert "gave no answer to 'step' within 1 s (hung?)" in r.detail
 
 
 def test_files_round_trip_passes_and_a_corrupt_trajectory_fails(tmp_path):
@@ -164,7 +166,7 @@ def test_a_subject_bug_is_caught_from_files():
     from batchlab.selftest.run import run_selftest
 
     report = run_selftest(DEFAULT_MATRIX, DEFAULT_GOLDENS, bug="subject-step-late",
-                          engine="files")
+                          engine="files", load=matrix_cells)
     (kill,) = report.kills
     assert report.ok and kill.caught
     assert [r.status for r in kill.results] == [Status.FAIL, Status.FAIL]
@@ -193,7 +195,7 @@ def test_a_bug_whose_cells_a_subject_refuses_cannot_reach_it():
     from batchlab.selftest.run import run_selftest
 
     report = run_selftest(DEFAULT_MATRIX, DEFAULT_GOLDENS, bug="subject-drops-parked-history",
-                          engine="subject_peers:no_history")
+                          engine="subject_peers:no_history", load=matrix_cells)
     assert [r.status for r in report.control] == [Status.UNSUPPORTED, Status.UNSUPPORTED]
     assert report.dirty_control == []
     (kill,) = report.kills
