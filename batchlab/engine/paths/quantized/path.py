@@ -101,7 +101,7 @@ def refuses_quantized(scheme: KVScheme):
             return "gpt-oss attention uses sinks, which mlx-lm's quantized SDPA refuses"
         if count_attention_caches(model) == 0:  # not gated: refusal
             return "the model has no attention caches to quantize"
-        if uses_latent_attention(model):
+        if uses_latent_attention(model):  # not gated: refusal
             return ("multi-head latent attention reads its cached RoPE keys outside "
                     "attention (q_pe @ k_pe^T), which a quantized cache hands back packed: "
                     "mlx-lm's QuantizedKVCache cannot run it either")
