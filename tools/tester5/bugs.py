@@ -1,0 +1,463 @@
+"""Outside tester round 5: realistic batching bugs, each a monkeypatch that returns its undo.
+
+Each entry of ``BUGS`` is a small change an engineer could plausibly make while changing
+batched decoding; the engine's source stays clean. Driven by tools/tester_common/measure.py
+(``python -m tools.tester5.measure BUG``). ``HINTS`` lists cell-id fragments to try first
+(speed only: a miss means every default cell passed).
+"""
+
+from __future__ import annotations
+
+import mlx.core as mx
+import numpy as np
+
+
+def _patch(owner, name, value):
+    """Set ``owner.name = value``; return the undo."""
+    missing = object()
+    old = owner.__dict__.get(name, missing) if isinstance(owner, type) else getattr(owner, name)
+    setattr(owner, name, value)
+
+    def undo():
+        if old is missing:  # inherited: drop the override
+            delattr(owner, name)
+        else:
+            setattr(owner, name, old)
+
+    return undo
+
+
+def _many(*undos):
+    def undo():
+        for u in reversed(undos):
+            u()
+    return undo
+
+
+# 1. The decode-mask memo rebuilt only when its shape no longer fits ("left padding only
+# changes with B"): an eviction and a join in one step keep B and change the padding.
+def decode_mask_memo_by_shape():
+    from batchlab.engine.caches import mask
+
+    def call(self, offset, left_padding):
+        width = offset + 1
+        memo = self._memo
+        if (memo is None or memo[1].shape[0] != len(left_padding)
+                or memo[1].shape[-1] < width):
+            columns = -(-width // mask.MASK_COLUMNS_STEP) * mask.MASK_COLUMNS_STEP
+            memo = self._memo = (left_padding,
+                                 mask.causal_mask_host(1, columns - 1, left_padding))
+        return mx.array(memo[1][..., :width])
+
+    return _patch(mask.DecodeMasks, "__call__", call)
+
+
+# 2. Rows whose samplers have EQUAL parameters drawn in one batched call, as if they
+# shared a sampler (mlx-lm draws each own-sampler row in its own call).
+def equal_params_one_draw():
+    from batchlab.engine.core import sampler, scheduler
+
+    orig = sampler.sample_rows
+
+    def sample_rows(logprobs, samplers):
+        if all(s.params == samplers[0].params for s in samplers) and not samplers[0].params.greedy:
+            return samplers[0](logprobs)
+        return orig(logprobs, samplers)
+
+    return _many(_patch(sampler, "sample_rows", sample_rows),
+                 _patch(scheduler, "sample_rows", sample_rows))
+
+
+# 3. extend's offsets recomputed from the write column and the new padding
+# (offset = _idx - left_padding: true for BatchKV, not for a ring that has wrapped).
+def extend_offset_from_padding():
+    from batchlab.engine.caches import kv, ring
+
+    orig = kv.extend_aligned
+
+    def extend_aligned(cache, other):
+        orig(cache, other)
+        if cache.keys is not None:
+            cache.offset = cache._idx - cache.left_padding_host
+
+    return _many(_patch(kv, "extend_aligned", extend_aligned),
+                 _patch(ring, "extend_aligned", extend_aligned))
+
+
+# 4. A joiner's first (solo) decode step skips the logits processors ("the first token
+# has no context yet"); its context still starts at the join.
+def join_first_step_no_processors():
+    from batchlab.engine.core.scheduler import Scheduler
+
+    def _join_prefilled(self):
+        ready = [i for i, s in enumerate(self.prompt.seqs) if not s.unprefilled]
+        if not ready:
+            return
+        joiners = self.prompt.split(ready)
+        for seq in joiners.seqs:
+            seq.joined = True
+            seq.start_context()
+        last = mx.array([s.request.prompt[-1] for s in joiners.seqs])
+        from batchlab.engine.core.batch import DecodeBatch
+        first = DecodeBatch(seqs=joiners.seqs, caches=joiners.caches)
+        for s in first.seqs:  # the context still takes the fed token
+            if s.processors:
+                s.context = mx.concatenate([s.context, mx.array([s.request.prompt[-1]],
+                                                                dtype=mx.int32)])
+        self._sample(first, self._forward_logprobs(last, first.caches))
+        if len(self.decode):
+            self.decode.extend(first)
+        else:
+            self.decode = first
+
+    return _patch(Scheduler, "_join_prefilled", _join_prefilled)
+
+
+# 5. The processors' context starts from the new prompt only, without the history's ids.
+def context_without_history():
+    from batchlab.engine.core.batch import Sequence
+
+    def start_context(self):
+        if self.processors:
+            self.context = mx.array(list(self.request.prompt[:-1]), dtype=mx.int32)
+
+    return _patch(Sequence, "start_context", start_context)
+
+
+# 6. DecodeBatch.filter keeps the first len(keep) logprob rows instead of gathering them
+# ("the logprobs are only read for emitted rows").
+def filter_logprobs_truncate():
+    from batchlab.engine.core.batch import DecodeBatch
+
+    orig = DecodeBatch.filter
+
+    def filter(self, keep):
+        lp = self.input_logprobs
+        orig(self, keep)
+        if keep:
+            self.input_logprobs = lp[: len(keep)]
+
+    return _patch(DecodeBatch, "filter", filter)
+
+
+# 7. Admission counts only the decode batch's room, not the rows already prefilling.
+def admit_ignores_prompt_rows():
+    from batchlab.engine.core.batch import PromptBatch
+    from batchlab.engine.core.scheduler import Scheduler
+
+    def _admit(self):
+        n = min(self.config.prefill_batch_size,
+                self.max_decoding - len(self.decode), len(self.queue))
+        if n <= 0:
+            return
+        seqs, self.queue = self.queue[:n], self.queue[n:]
+        fresh = PromptBatch(seqs=seqs, caches=self._admitted_caches(seqs))
+        if len(self.prompt):
+            self.prompt.extend(fresh)
+        else:
+            self.prompt = fresh
+
+    return _patch(Scheduler, "_admit", _admit)
+
+
+# 8. BatchKV.merge gives every merged row the longest history's offset.
+def merge_offset_longest():
+    from batchlab.engine.caches.kv import BatchKV
+
+    orig = BatchKV.__dict__["merge"].__func__
+
+    def merge(cls, caches):
+        cache = orig(cls, caches)
+        if cache.keys is not None:
+            cache.offset = [cache._idx] * len(caches)
+        return cache
+
+    return _patch(BatchKV, "merge", classmethod(merge))
+
+
+# 9. BatchKV.extract slices from the row's padding to the end of the buffer, not to the
+# write column: a parked row comes back with the buffer's unused zero columns.
+def extract_to_buffer_end():
+    from batchlab.engine.caches.kv import BatchKV
+    from batchlab.engine.caches.single import kv_row
+
+    def extract(self, idx):
+        pad = int(self.left_padding_host[idx])
+        return kv_row(self.keys[idx : idx + 1, :, pad:], self.values[idx : idx + 1, :, pad:])
+
+    return _patch(BatchKV, "extract", extract)
+
+
+# 10. The quantized start reached when EVERY row has passed it (min offset), not any.
+def quant_start_all_rows():
+    from batchlab.engine.paths.quantized import kv as qkv
+
+    owner = next(c for c in vars(qkv).values()
+                 if isinstance(c, type) and "passed_start" in c.__dict__)
+
+    def passed_start(self):
+        return self.offset_ints.bounds()[0] >= max(self.quant.start, 1)
+
+    return _patch(owner, "passed_start", passed_start)
+
+
+# 11. The decode cap compared strictly: admission stops only once MORE than
+# completion_batch_size rows decode.
+def decode_cap_strict():
+    from batchlab.engine.core.scheduler import Scheduler
+
+    def step(self):
+        from batchlab.engine.core.scheduler import CLEAR_CACHE_EVERY, engine_stream
+        with mx.stream(engine_stream()):
+            emitted = []
+            if len(self.decode):
+                emitted = self._decode_step()
+                self.num_decode_steps += 1
+                if self.num_decode_steps % CLEAR_CACHE_EVERY == 0:
+                    mx.clear_cache()
+            if len(self.decode) > self.max_decoding:
+                return emitted
+            self._admit()
+            self._join_prefilled()
+            self._prefill_chunk()
+            return emitted
+
+    return _patch(Scheduler, "step", step)
+
+
+# 12. A ring joining a ring unrolls both to temporal order only when one has wrapped and
+# the other not ("same state, same layout"), not when both wrapped at other pointers.
+def ring_extend_same_rotation():
+    from batchlab.engine.caches import kv
+    from batchlab.engine.caches.ring import BatchRing
+
+    def extend(self, other):
+        if self.keys is None and other.keys is None:
+            kv.extend_aligned(self, other)
+            return
+        if self.rotated != other.rotated:
+            self._temporal_order()
+            other._temporal_order()
+        kv.extend_aligned(self, other)
+        self._offset = max(self._offset, other._offset)
+
+    return _patch(BatchRing, "extend", extend)
+
+
+# 13. The sliding-window bound of a prefill mask taken inclusively (a query sees
+# window + 1 keys): only a chunk longer than the window can tell.
+def window_inclusive():
+    from batchlab.engine.caches import mask
+
+    def causal_mask_host(N, offset, left_padding, window=None):
+        cols = np.arange(offset + N)[None]
+        rows = np.arange(offset, offset + N)[:, None]
+        m = rows >= cols
+        if window is not None:
+            m = m & (rows <= cols + window)
+        return m & (np.asarray(left_padding).reshape(-1, 1, 1, 1) <= cols)
+
+    return _patch(mask, "causal_mask_host", causal_mask_host)
+
+
+# 14. A prompt batch's split leaves the rows that stay with the twin's mask memo... no:
+# the per-row ints of the split-off rows share the original's pending shift object.
+# (Realistic shortcut: ``twin`` skips copying RowInts, so filtering the twin re-binds
+# the original's ints.)
+def twin_shares_row_ints():
+    from batchlab.engine.caches import split
+    from batchlab.engine.caches.mask import DecodeMasks
+
+    def twin(cache):
+        import copy
+        out = copy.copy(cache)
+        for name, value in vars(cache).items():
+            if isinstance(value, DecodeMasks):
+                setattr(out, name, DecodeMasks())
+            elif isinstance(value, list):
+                setattr(out, name, list(value))
+            elif isinstance(value, tuple) and value and hasattr(value[0], "filter"):
+                setattr(out, name, tuple(twin(c) for c in value))
+        return out
+
+    return _patch(split, "twin", twin)
+
+
+BUGS = {
+    "decode-mask-memo-by-shape": decode_mask_memo_by_shape,
+    "equal-params-one-draw": equal_params_one_draw,
+    "extend-offset-from-padding": extend_offset_from_padding,
+    "join-first-step-no-processors": join_first_step_no_processors,
+    "context-without-history": context_without_history,
+    "filter-logprobs-truncate": filter_logprobs_truncate,
+    "admit-ignores-prompt-rows": admit_ignores_prompt_rows,
+    "merge-offset-longest": merge_offset_longest,
+    "extract-to-buffer-end": extract_to_buffer_end,
+    "quant-start-all-rows": quant_start_all_rows,
+    "decode-cap-strict": decode_cap_strict,
+    "ring-extend-same-rotation": ring_extend_same_rotation,
+    "window-inclusive": window_inclusive,
+    "twin-shares-row-ints": twin_shares_row_ints,
+}
+
+HINTS = {
+    "decode-mask-memo-by-shape": ("join-evict", "evict"),
+    "equal-params-one-draw": ("row-sampl", "sampl"),
+    "extend-offset-from-padding": ("wrap",),
+    "join-first-step-no-processors": ("proc", "bias"),
+    "context-without-history": ("hist", "proc"),
+    "filter-logprobs-truncate": ("evict", "logprob"),
+    "admit-ignores-prompt-rows": ("queue", "cap", "chunk"),
+    "merge-offset-longest": ("hist",),
+    "extract-to-buffer-end": ("park", "hist", "remove"),
+    "quant-start-all-rows": ("s8",),
+    "decode-cap-strict": ("cap", "queue"),
+    "ring-extend-same-rotation": ("wrap",),
+    "window-inclusive": ("wrap",),
+    "twin-shares-row-ints": ("join", "staggered"),
+}
+
+
+# 15. Paged prefix cache: a block hashed by its own ids alone, not chained from its
+# parent's hash ("a block is its ids"): a block whose ids follow another prefix hits the
+# cached block of the first, whose keys were computed in another context.
+def seal_hash_unchained():
+    from batchlab.engine.paths.paged import block, block_manager
+
+    orig = block.block_hash
+
+    def block_hash(parent, ids):
+        return orig(-1, ids)
+
+    return _patch(block_manager, "block_hash", block_hash)
+
+
+# 16. The fast path drops its decode mask when SOME row is unpadded (min padding 0), not
+# when every row is.
+def fast_mask_min_padding():
+    from batchlab.engine.paths.fast import UnmaskedDecodeKV
+
+    orig = UnmaskedDecodeKV.make_mask
+
+    def make_mask(self, N, return_array=False, window_size=None):
+        if (N == 1 and window_size is None and not return_array
+                and self.left_padding_ints.bounds()[0] <= 0):
+            return None
+        return orig(self, N, return_array=return_array, window_size=window_size)
+
+    return _patch(UnmaskedDecodeKV, "make_mask", make_mask)
+
+
+BUGS["seal-hash-unchained"] = seal_hash_unchained
+BUGS["fast-mask-min-padding"] = fast_mask_min_padding
+HINTS["seal-hash-unchained"] = ("paged",)
+HINTS["fast-mask-min-padding"] = ("fast",)
+
+
+# 17. min-p's floor taken from the batch's top logprob, not each row's (a dropped axis):
+# a shared min-p sampler over rows whose top tokens differ in probability.
+def min_p_batch_max():
+    import math
+    from functools import partial
+
+    from batchlab.engine.core import sampler
+
+    @partial(mx.compile, inputs=mx.random.state, outputs=mx.random.state)
+    def _min_p(logprobs, min_p):
+        floor = mx.max(logprobs) + math.log(min_p)
+        return mx.where(logprobs < floor, -float("inf"), logprobs)
+
+    return _patch(sampler, "_min_p", _min_p)
+
+
+# 18. A row parked mid-prefill reports the ids its caches hold one too many (the prompt
+# up to its unprefilled tail, forgetting the last id is never prefilled).
+def parked_prefill_tokens_plus_one():
+    from batchlab.engine.core.batch import Sequence
+
+    orig = Sequence.cache_tokens
+
+    def cache_tokens(self):
+        if self.joined:
+            return orig(self)
+        prompt = self.request.prompt
+        return self.history_tokens + prompt[: len(prompt) - len(self.unprefilled)]
+
+    return _patch(Sequence, "cache_tokens", cache_tokens)
+
+
+# 19. A finished row's history (serving's prompt cache) extracted after the filter, at its
+# old index: the caches of whichever row now sits there.
+def finished_history_after_filter():
+    from batchlab.engine.core import layers
+    from batchlab.engine.core.history import History
+    from batchlab.engine.core.scheduler import Emission, Scheduler
+
+    def _decode_step(self):
+        batch = self.decode
+        fed, fed_logprobs = batch.inputs, batch.input_logprobs
+        if any(s.processors for s in batch.seqs):
+            logprobs = self._processed_logprobs(fed, batch.caches, batch.seqs)
+        else:
+            logprobs = self._decode_logprobs(fed, batch.caches)
+        self._sample(batch, logprobs)
+        tokens = fed.tolist()
+        emitted, keep, done = [], [], []
+        for i, seq in enumerate(batch.seqs):
+            seq.num_emitted += 1
+            seq.emitted.append(tokens[i])
+            finished = seq.num_emitted >= seq.request.max_tokens
+            emission = Emission(name=seq.name, token=tokens[i], finished=finished,
+                                step_logprobs=fed_logprobs, row=i)
+            emitted.append(emission)
+            if not finished:
+                keep.append(i)
+            elif self.keep_finished_histories:
+                done.append((i, seq, emission))
+        if len(keep) < len(batch):
+            batch.filter(keep)
+        for i, seq, emission in done:
+            if batch.caches:
+                j = min(i, len(batch) - 1)
+                emission.history = History(caches=layers.extract_layers(batch.caches, j),
+                                           tokens=seq.cache_tokens())
+        return emitted
+
+    return _patch(Scheduler, "_decode_step", _decode_step)
+
+
+# 20. BatchRing.filter trims the columns every kept row pads, as BatchKV.filter does
+# ("free the padding"), while the ring has not wrapped.
+def ring_filter_trims():
+    from batchlab.engine.caches.ring import BatchRing
+
+    orig = BatchRing.filter
+
+    def filter(self, indices):
+        orig(self, indices)
+        if self.keys is None or self.rotated or self._lengths is not None:
+            return
+        lp = self.left_padding_host
+        trim = int(lp.min()) if len(lp) else 0
+        if trim > 0 and trim < self._idx:
+            self.keys = self.keys[..., trim:, :]
+            self.values = self.values[..., trim:, :]
+            self._idx -= trim
+            self._offset -= trim
+            self.left_padding = lp - trim
+
+    return _patch(BatchRing, "filter", filter)
+
+
+BUGS.update({
+    "min-p-batch-max": min_p_batch_max,
+    "parked-prefill-tokens-plus-one": parked_prefill_tokens_plus_one,
+    "finished-history-after-filter": finished_history_after_filter,
+    "ring-filter-trims": ring_filter_trims,
+})
+HINTS.update({
+    "min-p-batch-max": ("m0.", "t1.3"),
+    "parked-prefill-tokens-plus-one": ("park-prefilling", "park"),
+    "finished-history-after-filter": ("finish-continue",),
+    "ring-filter-trims": ("gemma3", "evict"),
+})
