@@ -461,3 +461,83 @@ HINTS.update({
     "finished-history-after-filter": ("finish-continue",),
     "ring-filter-trims": ("gemma3", "evict"),
 })
+
+
+# 21. Paged prefix hits taken whenever blocks are cached, without the guard that the row
+# still prefills in as many chunks as the oracle's (which has no prefix cache): a row
+# with a cached prefix under chunked prefill joins earlier than BatchGenerator's.
+def paged_hit_fewer_chunks():
+    from batchlab.engine.paths.paged.path import PagedScheduler
+
+    orig = PagedScheduler._cached_ids
+
+    def _cached_ids(self, seq):
+        saved = self.config
+        try:  # the guard compares chunk counts: a huge step makes them always equal
+            from dataclasses import replace
+            self.config = replace(saved, prefill_step_size=1 << 30)
+            return orig(self, seq)
+        finally:
+            self.config = saved
+
+    return _patch(PagedScheduler, "_cached_ids", _cached_ids)
+
+
+# 22. Rows on the batch's shared sampler drawn in one call, own-sampler rows one by one
+# ("fewer calls"): mlx-lm draws every row in its own call once any row has its own.
+def shared_rows_one_draw():
+    from batchlab.engine.core import sampler, scheduler
+
+    orig = sampler.sample_rows
+
+    def sample_rows(logprobs, samplers):
+        counts = {}
+        for s in samplers:
+            counts[id(s)] = counts.get(id(s), 0) + 1
+        common = max(samplers, key=lambda s: counts[id(s)])  # the shared one
+        shared = [i for i, s in enumerate(samplers) if s is common]
+        if len(shared) < 2 or len(shared) == len(samplers) or common.params.greedy:
+            return orig(logprobs, samplers)
+        out = [None] * len(samplers)
+        together = common(logprobs[mx.array(shared)])
+        for k, i in enumerate(shared):
+            out[i] = together[k : k + 1]
+        for i, s in enumerate(samplers):
+            if out[i] is None:
+                out[i] = s(logprobs[i : i + 1])
+        return mx.concatenate(out, axis=0)
+
+    return _many(_patch(sampler, "sample_rows", sample_rows),
+                 _patch(scheduler, "sample_rows", sample_rows))
+
+
+# 23. Admission counts the rows still prefilling against the decode cap too.
+def admit_counts_prompt_rows():
+    from batchlab.engine.core.batch import PromptBatch
+    from batchlab.engine.core.scheduler import Scheduler
+
+    def _admit(self):
+        n = min(self.config.prefill_batch_size - len(self.prompt),
+                self.max_decoding - len(self.decode) - len(self.prompt), len(self.queue))
+        if n <= 0:
+            return
+        seqs, self.queue = self.queue[:n], self.queue[n:]
+        fresh = PromptBatch(seqs=seqs, caches=self._admitted_caches(seqs))
+        if len(self.prompt):
+            self.prompt.extend(fresh)
+        else:
+            self.prompt = fresh
+
+    return _patch(Scheduler, "_admit", _admit)
+
+
+BUGS.update({
+    "paged-hit-fewer-chunks": paged_hit_fewer_chunks,
+    "shared-rows-one-draw": shared_rows_one_draw,
+    "admit-counts-prompt-rows": admit_counts_prompt_rows,
+})
+HINTS.update({
+    "paged-hit-fewer-chunks": ("paged", "prefix"),
+    "shared-rows-one-draw": ("rs-",),
+    "admit-counts-prompt-rows": ("pb", "cb"),
+})
