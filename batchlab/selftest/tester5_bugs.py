@@ -1,5 +1,5 @@
 """Seeded bugs of the outside tester's fifth round (reports/gate/outside-tester-r5/): the
-one bug of its 23 that every default cell passed and a cell could prove. It sat in the
+one bug of its 25 that every default cell passed and a cell could prove. It sat in the
 sampler's regime of mixed rows: every cell with rows of their own beside rows on the
 batch's shared sampler had at most one shared row, so drawing the shared rows together
 gave the same bits there.

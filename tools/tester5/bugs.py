@@ -541,3 +541,45 @@ HINTS.update({
     "shared-rows-one-draw": ("rs-",),
     "admit-counts-prompt-rows": ("pb", "cb"),
 })
+
+
+# 24. The ring's decode mask told the SMALLEST left padding as its maximum (the memo's
+# other end): a ragged batch whose least padded row has none decodes unmasked.
+def ring_mask_min_as_max():
+    from batchlab.engine.caches import ring
+    from batchlab.engine.caches.ring import BatchRing
+
+    def make_mask(self, N, window_size=None, return_array=False):
+        return ring.ring_mask(
+            N, max_size=self.max_size, seen=self._offset, idx=self._idx,
+            rotated=self.rotated, left_padding=self.left_padding_host, window=window_size,
+            all_true_as_none=not return_array and self.drops_all_true_decode_mask(),
+            left_padding_max=self.left_padding_ints.bounds()[0],
+            decode_masks=self._decode_masks)
+
+    return _patch(BatchRing, "make_mask", make_mask)
+
+
+# 25. RowInts.bounds forgets the pending shift ("the memo is per host array"): after
+# decode steps, a batch's extremes are those of the last upload.
+def bounds_ignore_pending():
+    from batchlab.engine.caches.rowints import RowInts
+
+    def bounds(self):
+        base, memo = self._base, self._bounds
+        if memo is None or memo[0] is not base:
+            low, high = (int(base.min()), int(base.max())) if base.size else (0, 0)
+            memo = self._bounds = (base, low, high)
+        return memo[1], memo[2]
+
+    return _patch(RowInts, "bounds", bounds)
+
+
+BUGS.update({
+    "ring-mask-min-as-max": ring_mask_min_as_max,
+    "bounds-ignore-pending": bounds_ignore_pending,
+})
+HINTS.update({
+    "ring-mask-min-as-max": ("gemma3", "ragged"),
+    "bounds-ignore-pending": ("s8", "gemma3"),
+})
