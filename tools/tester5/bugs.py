@@ -583,3 +583,72 @@ HINTS.update({
     "ring-mask-min-as-max": ("gemma3", "ragged"),
     "bounds-ignore-pending": ("s8", "gemma3"),
 })
+
+
+# 26. The decode cap taken as completion_batch_size alone, not raised to the prefill
+# batch's size as BatchGenerator raises it.
+def decode_cap_not_raised():
+    from batchlab.engine.core.scheduler import Scheduler
+
+    orig = Scheduler.__init__
+
+    def __init__(self, *args, **kwargs):
+        orig(self, *args, **kwargs)
+        self.max_decoding = self.config.completion_batch_size
+
+    return _patch(Scheduler, "__init__", __init__)
+
+
+# 27. Rows admitted while others prefill put in FRONT of the prompt batch ("newest
+# first"): the order rows join in, hence their decode-batch order, changes.
+def admit_prepends():
+    from batchlab.engine.core.batch import PromptBatch
+    from batchlab.engine.core.scheduler import Scheduler
+
+    def _admit(self):
+        n = min(self.config.prefill_batch_size - len(self.prompt),
+                self.max_decoding - len(self.decode), len(self.queue))
+        if n <= 0:
+            return
+        seqs, self.queue = self.queue[:n], self.queue[n:]
+        fresh = PromptBatch(seqs=seqs, caches=self._admitted_caches(seqs))
+        if len(self.prompt):
+            fresh.extend(self.prompt)
+        self.prompt = fresh
+
+    return _patch(Scheduler, "_admit", _admit)
+
+
+# 28. Joiners put in FRONT of the running batch.
+def joiners_prepended():
+    from batchlab.engine.core.batch import DecodeBatch
+    from batchlab.engine.core.scheduler import Scheduler
+
+    def _join_prefilled(self):
+        ready = [i for i, s in enumerate(self.prompt.seqs) if not s.unprefilled]
+        if not ready:
+            return
+        joiners = self.prompt.split(ready)
+        for seq in joiners.seqs:
+            seq.joined = True
+            seq.start_context()
+        last = mx.array([s.request.prompt[-1] for s in joiners.seqs])
+        first = DecodeBatch(seqs=joiners.seqs, caches=joiners.caches)
+        self._sample(first, self._processed_logprobs(last, first.caches, first.seqs))
+        if len(self.decode):
+            first.extend(self.decode)
+        self.decode = first
+
+    return _patch(Scheduler, "_join_prefilled", _join_prefilled)
+
+
+BUGS.update({
+    "decode-cap-not-raised": decode_cap_not_raised,
+    "admit-prepends": admit_prepends,
+    "joiners-prepended": joiners_prepended,
+})
+HINTS.update({
+    "decode-cap-not-raised": ("cb2", "cb1"),
+    "admit-prepends": ("pb", "_t"),
+    "joiners-prepended": ("join", "_t"),
+})
