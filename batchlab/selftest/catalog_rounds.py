@@ -254,13 +254,17 @@ ROUND_BUGS: tuple[SeededBug, ...] = (
          "(paged/block_manager.py); no row-cost cell sealed a hit before the tester's "
          "row-cost-seal-hit cells (the prefix-share cells do, and count nothing)",
          kind="accounting"),
-    # -- the outside tester's fifth round: its miss, closed (reports/gate/outside-tester-r5/)
+    # -- the outside tester's fifth round: its misses, closed (reports/gate/outside-tester-r5/)
     _bug("shared-rows-one-draw", "l1/*/explicit/shared-pair/*,l1/*/explicit/shared-split/*",
          tester5_bugs.shared_rows_one_draw,
          "rule: once any row has its own sampler BatchGenerator draws every row in its own "
          "call, in batch order (engine/core/sampler.py sample_rows); no cell had two rows on "
          "the shared sampler beside an own-sampler row before the tester's shared-pair and "
          "shared-split cells"),
+    _bug("admit-prepends", "l1/*/explicit/admit-behind/*", tester5_bugs.admit_prepends,
+         "rule: BatchGenerator extends the prompt batch at the end (engine/core/scheduler.py "
+         "_admit); no cell had rows admitted into a prefilling batch ready on its step and "
+         "sampled before the tester's admit-behind cells"),
     # -- the zoo's multi-head latent attention models (zoo2): the row kernels and MLA
     _bug("invariant-rows-drop-latent-scores",
          "invariant-blocked/kimi-linear/B3/ragged/join-evict/*,"

@@ -1,12 +1,13 @@
 """Seeded bugs of the outside tester's fifth round (reports/gate/outside-tester-r5/): the
-one bug of its 25 that every default cell passed and a cell could prove. It sat in the
-sampler's regime of mixed rows: every cell with rows of their own beside rows on the
-batch's shared sampler had at most one shared row, so drawing the shared rows together
-gave the same bits there.
+two bugs of its 28 that every default cell passed and a cell could prove. Both sit where
+batch ORDER meets sampling at temperature > 0: every cell with rows of their own beside
+rows on the batch's shared sampler had at most one shared row, and every cell that
+admitted rows into a prefilling batch had them ready on other steps (or greedy), so
+drawing the shared rows together, or putting newcomers in front, gave the same bits.
 
 Each function returns the patches of one bug; its docstring is the bug's description in
-the catalog (``catalog_rounds.py`` names the cells that catch it). It wraps the engine's
-own code, so it keeps tracking it as it changes.
+the catalog (``catalog_rounds.py`` names the cells that catch it). They wrap the engine's
+own code, so they keep tracking it as it changes.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import mlx.core as mx
 
 from batchlab.engine.core import sampler, scheduler
+from batchlab.engine.core.batch import PromptBatch
 from batchlab.selftest.inject import Patch, original
 
 
@@ -45,3 +47,24 @@ def shared_rows_one_draw() -> list[Patch]:
     original(scheduler, "sample_rows")  # refuse if the scheduler stopped importing it
     return [Patch(owner=sampler, name="sample_rows", value=sample_rows),
             Patch(owner=scheduler, name="sample_rows", value=sample_rows)]
+
+
+def admit_prepends() -> list[Patch]:
+    """Rows admitted while others still prefill put in FRONT of the prompt batch ("newest
+    first"), not behind them as BatchGenerator extends it. Rows that become ready on one
+    step join in prompt-batch order, so their decode-batch positions swap, and at
+    temperature > 0 the batch's one draw gives each position its own random bits."""
+    original(scheduler.Scheduler, "_admit")  # refuse if the engine moved it
+
+    def _admit(self) -> None:  # the engine's _admit, the last two lines swapped
+        n = min(self.config.prefill_batch_size - len(self.prompt),
+                self.max_decoding - len(self.decode), len(self.queue))
+        if n <= 0:
+            return
+        seqs, self.queue = self.queue[:n], self.queue[n:]
+        fresh = PromptBatch(seqs=seqs, caches=self._admitted_caches(seqs))
+        if len(self.prompt):
+            fresh.extend(self.prompt)
+        self.prompt = fresh
+
+    return [Patch(owner=scheduler.Scheduler, name="_admit", value=_admit)]
