@@ -652,3 +652,53 @@ HINTS.update({
     "admit-prepends": ("pb", "_t"),
     "joiners-prepended": ("join", "_t"),
 })
+
+
+# 29. Eviction by swap-remove (the last row moved into the hole, O(1) in a slot table):
+# the running batch's order changes on every eviction or finish that is not the last row.
+def swap_remove():
+    from batchlab.engine.core.batch import DecodeBatch
+
+    orig = DecodeBatch.filter
+
+    def filter(self, keep):
+        gone = sorted(set(range(len(self.seqs))) - set(keep))
+        rows = list(range(len(self.seqs)))
+        for r in gone:
+            pos = rows.index(r)
+            last = rows.pop()
+            if pos < len(rows):
+                rows[pos] = last
+        orig(self, rows if keep else keep)
+
+    return _patch(DecodeBatch, "filter", filter)
+
+
+BUGS["swap-remove"] = swap_remove
+HINTS["swap-remove"] = ("evict_t", "join-evict/ctx-short/t")
+
+
+# 30. An admission that brings prompt caches puts the rows WITH history first ("merge
+# the cached rows, then append the fresh ones"), not in queue order.
+def history_rows_first():
+    from batchlab.engine.core.batch import PromptBatch
+    from batchlab.engine.core.scheduler import Scheduler
+
+    def _admit(self):
+        n = min(self.config.prefill_batch_size - len(self.prompt),
+                self.max_decoding - len(self.decode), len(self.queue))
+        if n <= 0:
+            return
+        seqs, self.queue = self.queue[:n], self.queue[n:]
+        seqs = sorted(seqs, key=lambda s: s.request.history is None)
+        fresh = PromptBatch(seqs=seqs, caches=self._admitted_caches(seqs))
+        if len(self.prompt):
+            self.prompt.extend(fresh)
+        else:
+            self.prompt = fresh
+
+    return _patch(Scheduler, "_admit", _admit)
+
+
+BUGS["history-rows-first"] = history_rows_first
+HINTS["history-rows-first"] = ("history", "park")
