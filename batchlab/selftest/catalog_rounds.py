@@ -265,6 +265,11 @@ ROUND_BUGS: tuple[SeededBug, ...] = (
          "rule: BatchGenerator extends the prompt batch at the end (engine/core/scheduler.py "
          "_admit); no cell had rows admitted into a prefilling batch ready on its step and "
          "sampled before the tester's admit-behind cells"),
+    _bug("history-rows-first", "l1/*/explicit/history-behind/*",
+         tester5_bugs.history_rows_first,
+         "rule: BatchGenerator merges an admission's caches in queue order, history or not "
+         "(engine/core/scheduler.py _admitted_caches); no cell had history and fresh rows "
+         "ready on one step and sampled before the tester's history-behind cells"),
     # -- the zoo's multi-head latent attention models (zoo2): the row kernels and MLA
     _bug("invariant-rows-drop-latent-scores",
          "invariant-blocked/kimi-linear/B3/ragged/join-evict/*,"

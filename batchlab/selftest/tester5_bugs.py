@@ -1,9 +1,10 @@
 """Seeded bugs of the outside tester's fifth round (reports/gate/outside-tester-r5/): the
-two bugs of its 28 that every default cell passed and a cell could prove. Both sit where
+three bugs of its 30 that every default cell passed and a cell could prove. Both sit where
 batch ORDER meets sampling at temperature > 0: every cell with rows of their own beside
 rows on the batch's shared sampler had at most one shared row, and every cell that
-admitted rows into a prefilling batch had them ready on other steps (or greedy), so
-drawing the shared rows together, or putting newcomers in front, gave the same bits.
+admitted rows into a prefilling batch, or history rows beside fresh ones, had them ready
+on other steps (or greedy), so drawing the shared rows together, or putting newcomers or
+history rows in front, gave the same bits.
 
 Each function returns the patches of one bug; its docstring is the bug's description in
 the catalog (``catalog_rounds.py`` names the cells that catch it). They wrap the engine's
@@ -66,5 +67,28 @@ def admit_prepends() -> list[Patch]:
         if len(self.prompt):
             fresh.extend(self.prompt)
         self.prompt = fresh
+
+    return [Patch(owner=scheduler.Scheduler, name="_admit", value=_admit)]
+
+
+def history_rows_first() -> list[Patch]:
+    """An admission that brings prompt caches puts the rows WITH history first ("merge
+    the cached rows, then append the fresh ones"), not in queue order as BatchGenerator
+    merges them. Rows ready on one step then join in the wrong order, and at temperature
+    > 0 the batch's one draw gives each position its own random bits."""
+    original(scheduler.Scheduler, "_admit")  # refuse if the engine moved it
+
+    def _admit(self) -> None:  # the engine's _admit, the admitted rows sorted
+        n = min(self.config.prefill_batch_size - len(self.prompt),
+                self.max_decoding - len(self.decode), len(self.queue))
+        if n <= 0:
+            return
+        seqs, self.queue = self.queue[:n], self.queue[n:]
+        seqs = sorted(seqs, key=lambda s: s.request.history is None)
+        fresh = PromptBatch(seqs=seqs, caches=self._admitted_caches(seqs))
+        if len(self.prompt):
+            self.prompt.extend(fresh)
+        else:
+            self.prompt = fresh
 
     return [Patch(owner=scheduler.Scheduler, name="_admit", value=_admit)]
