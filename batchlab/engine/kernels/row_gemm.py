@@ -440,18 +440,24 @@ def supports(weight: mx.array, x_dtype: mx.Dtype | None = None) -> bool:
             and weight.shape[1] % 8 == 0 and (x_dtype is None or x_dtype == weight.dtype))
 
 
+# The split kernel's shapes (made once: ``_tiling`` runs ~113 times a B = 1 step):
+# 8 columns a block, N / 8 blocks of 4 warps, rows 8-15 only from 9 rows; 32 columns and
+# 64 rows; 64 columns and 64 rows (8 warps, whose registers, ~130 a thread, a block of 8
+# warps can hold at any register count the compiler picks: <= 255 x 256 threads).
+SPLIT_8 = SplitShape(cw=1, nf=1, mt=1, u=4, xb=False)
+SPLIT_16 = SplitShape(cw=1, nf=1, mt=1, u=4, xb=True)
+SPLIT_64 = SplitShape(cw=2, nf=2, mt=4, u=2, xb=True)
+SPLIT_WIDE = SplitShape(cw=2, nf=4, mt=4, u=1, xb=True)
+
+
 def _tiling(m: int) -> SplitShape:  # not gated: gpu only
     """The split kernel's shape for M rows: only who computes which element (the
     summation order is K's): small M spreads the columns over many blocks for the
     weight's bandwidth, larger M gives a block more columns and rows so that x is read
     fewer times."""
-    if m <= 16:  # 8 columns a block: N / 8 blocks of 4 warps
-        return SplitShape(cw=1, nf=1, mt=1, u=4, xb=m > 8)
-    if m <= 64:  # 32 columns, 64 rows
-        return SplitShape(cw=2, nf=2, mt=4, u=2, xb=True)
-    # 64 columns, 64 rows: 8 warps, whose registers (~130 a thread) a block of 8 warps
-    # can hold at any register count the compiler picks (<= 255 x 256 threads)
-    return SplitShape(cw=2, nf=4, mt=4, u=1, xb=True)
+    if m <= 16:
+        return SPLIT_8 if m <= 8 else SPLIT_16
+    return SPLIT_64 if m <= 64 else SPLIT_WIDE
 
 
 # The tiled kernel's shape from TILED_FROM rows: 128 x 64 tiles, registers capped for two
@@ -492,11 +498,12 @@ SPLIT_FILL = SplitShape(cw=2, nf=2, mt=2, u=4, xb=True)
 
 def _shape(m: int, n: int, tiled: bool) -> SplitShape | TiledShape:  # not gated: gpu only
     """The launch shape for an (m, n) output: who computes what, never how."""
-    fill = os.environ.get(FILL_ENV) == "1"
-    if not tiled:
-        return SPLIT_FILL if fill and 16 < m <= 64 else _tiling(m)
+    if not tiled:  # the environment read only where it can change the shape (not at B = 1)
+        if 16 < m <= 64 and os.environ.get(FILL_ENV) == "1":
+            return SPLIT_FILL
+        return _tiling(m)
     bm, bn = TILED.tile
-    if fill and -(-m // bm) * -(-n // bn) < FILL_BELOW_BLOCKS:
+    if -(-m // bm) * -(-n // bn) < FILL_BELOW_BLOCKS and os.environ.get(FILL_ENV) == "1":
         return TILED_KSPLIT
     return TILED
 
@@ -525,6 +532,17 @@ def row_gemm_group(x: mx.array, weights: list[mx.array], tiled: bool | None = No
     return _product(x, list(weights), tiled, shape)
 
 
+@functools.cache
+def _shape_template(shape: SplitShape | TiledShape) -> list:  # not gated: gpu only
+    """The kernel's template values of ``shape``, made once per shape (the caller's
+    ``+`` copies it, so the cached list is never changed)."""
+    if isinstance(shape, TiledShape):
+        return [("WM", shape.wm), ("WN", shape.wn), ("MT", shape.mt), ("NF", shape.nf),
+                ("ST", shape.stages), ("KS", shape.ks)]
+    return [("CW", shape.cw), ("NF", shape.nf), ("MT", shape.mt), ("U", shape.u),
+            ("XB", shape.xb)]
+
+
 def _product(x: mx.array, weights: list[mx.array], tiled: bool | None,
              shape: SplitShape | TiledShape | None) -> mx.array:  # not gated: gpu only
     # No shape or dtype check here: it runs ~113 times a B = 1 step, whose time is the
@@ -544,9 +562,7 @@ def _product(x: mx.array, weights: list[mx.array], tiled: bool | None,
     if isinstance(shape, TiledShape):
         bm, bn = shape.tile
         out = _kernel(shape, grouped)(
-            inputs=inputs, template=template + [
-                ("WM", shape.wm), ("WN", shape.wn), ("MT", shape.mt), ("NF", shape.nf),
-                ("ST", shape.stages), ("KS", shape.ks)],
+            inputs=inputs, template=template + _shape_template(shape),
             grid=(shape.threads * -(-m // bm), -(-n // bn), shape.ks),
             threadgroup=(shape.threads, 1, 1),
             output_shapes=[(m, n) if shape.ks == 1 else (shape.ks, m, n)],
@@ -558,9 +574,7 @@ def _product(x: mx.array, weights: list[mx.array], tiled: bool | None,
         return out.reshape(*lead, n)
     threads = 32 * K_WARPS * shape.cw
     out = _kernel(None, grouped)(
-        inputs=inputs, template=template + [
-            ("CW", shape.cw), ("NF", shape.nf), ("MT", shape.mt), ("U", shape.u),
-            ("XB", shape.xb)],
+        inputs=inputs, template=template + _shape_template(shape),
         grid=(threads * -(-m // (16 * shape.mt)), -(-n // (8 * shape.nf * shape.cw)), 1),
         threadgroup=(threads, 1, 1),
         output_shapes=[(m, n)], output_dtypes=[x.dtype])[0]
