@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Literal
 
@@ -124,6 +124,15 @@ class Cell(CellKey):
     schedule: ScheduleConfig = MLX_LM_DEFAULTS
     sampling: SamplingParams = GREEDY  # the batch's shared sampler; seed = MLX's global seed
     refusals: tuple[Refusal, ...] = ()  # a refusal cell's bad requests (docs/subjects.md)
+    # the id, built once: selection, pins, reports and the self-test read it thousands of
+    # times per run (one self-test selection over the default matrix: 630,000 reads)
+    _id: str = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        parts = [self.path, model_label(self.model), f"B{self.batch}", self.padding,
+                 self.script, f"ctx-{self.context}"]
+        extras = self.extras
+        object.__setattr__(self, "_id", "/".join(parts + ([extras] if extras else [])))
 
     @property
     def key(self) -> CellKey:
@@ -132,10 +141,7 @@ class Cell(CellKey):
 
     @property
     def id(self) -> str:
-        parts = [self.path, model_label(self.model), f"B{self.batch}", self.padding,
-                 self.script, f"ctx-{self.context}"]
-        extras = self.extras
-        return "/".join(parts + ([extras] if extras else []))
+        return self._id
 
     @property
     def extras(self) -> str:
