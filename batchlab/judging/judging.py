@@ -173,10 +173,36 @@ def quantized_exact(cell, *, has_rings: bool, on_gpu: bool) -> bool:
         return True
     if len(cell.rows) == 1:
         return not any(e.action in ("resume", "continue") for e in cell.events)
+    return _admitted_together(cell) and len({len(r.prompt) for r in cell.rows}) == 1
+
+
+def quantized_exact_rows(cell, *, has_rings: bool, on_gpu: bool) -> tuple[str, ...]:
+    """The rows of a quantized-KV cell that must equal their serial quantized runs bit
+    for bit: every row where the whole cell must (``quantized_exact``); else, at a start
+    > 0 with rows inserted together at step 0 with no history in one prefill batch but
+    with prompts of several lengths, the rows of the longest prompt. The batch switches
+    on the first write at which any row has reached the start, which is those rows' own
+    switch, so they are quantized exactly when they would be alone; only the shorter rows
+    are quantized early (KL-gated). A switch that waits for the last row instead passes
+    every KL gate (the cell's rows are few) but changes the longest rows' bits. None on a
+    GPU, with rings, or in any other schedule."""
+    names = tuple(r.name for r in cell.rows)
+    if judging_for(cell.path).kv_scheme is None or on_gpu or has_rings:
+        return ()
+    if quantized_exact(cell, has_rings=has_rings, on_gpu=on_gpu):
+        return names
+    if not _admitted_together(cell):
+        return ()
+    longest = max(len(r.prompt) for r in cell.rows)
+    return tuple(r.name for r in cell.rows if len(r.prompt) == longest)
+
+
+def _admitted_together(cell) -> bool:
+    """Every row inserted at step 0 in one event, none with history, all in one prefill
+    batch and one completion batch (evictions later move no other row's offset)."""
     admits = [e for e in cell.events if e.action != "remove"]
     together = (len(admits) == 1 and admits[0].step == 0
                 and len(admits[0].rows) == len(cell.rows))
-    return (together and len({len(r.prompt) for r in cell.rows}) == 1
-            and not any(r.prefix for r in cell.rows)
+    return (together and not any(r.prefix for r in cell.rows)
             and len(cell.rows) <= cell.schedule.prefill_batch_size
             and len(cell.rows) <= cell.schedule.completion_batch_size)

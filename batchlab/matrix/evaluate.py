@@ -139,7 +139,29 @@ def evaluate_cell(cell: Cell, ref: Reference) -> CellResult:
                               f"self-inconsistent too: {_bug_text(golden.oracle_bug)}")
     if divergence is None:
         return result(Status.PASS, f"{tokens} tokens bit-exact", tokens=tokens)
+    exact_rows = _quantized_exact_rows(cell, judging)
+    row_divergence = exact_rows and first_divergence(golden.trajectory, got, exact_rows)
+    if row_divergence:
+        return result(Status.FAIL, f"{row_divergence.describe()} (this row switches to the "
+                      "quantized cache on the write it would alone, so it must equal its "
+                      "serial run bit for bit)", tokens=tokens,
+                      divergence=row_divergence.as_dict())
     return _lab_gate(judging, golden, got, divergence, result, tokens)
+
+
+def _quantized_exact_rows(cell: Cell, judging: Judging) -> list[str]:
+    """The rows of a KL-gated quantized-KV cell that are still gated bit for bit
+    (``judging.quantized_exact_rows``)."""
+    if judging.kv_scheme is None:
+        return []
+    from batchlab.backend import backend_key
+    from batchlab.engine.core.layers import has_rings
+    from batchlab.judging.judging import quantized_exact_rows
+    from batchlab.zoo import load
+
+    on_gpu = not backend_key().startswith("cpu-")
+    return list(quantized_exact_rows(cell, has_rings=has_rings(load(cell.model).model),
+                                     on_gpu=on_gpu))
 
 
 def _lab_gate(judging: Judging, golden, got, divergence, result, tokens, note: str = ""):

@@ -270,6 +270,11 @@ ROUND_BUGS: tuple[SeededBug, ...] = (
          "rule: BatchGenerator merges an admission's caches in queue order, history or not "
          "(engine/core/scheduler.py _admitted_caches); no cell had history and fresh rows "
          "ready on one step and sampled before the tester's history-behind cells"),
+    _bug("quant-start-all-rows", "kv*-s8/*/explicit/start-split*",
+         tester5_bugs.quant_start_all_rows,
+         "rule: a batch switches on the first write at which any row has reached the start "
+         "(engine/paths/quantized/kv.py passed_start); the tester's start-split cell passed "
+         "it under the whole cell's KL gate until the on-time rows were judged bit for bit"),
     # -- the zoo's multi-head latent attention models (zoo2): the row kernels and MLA
     _bug("invariant-rows-drop-latent-scores",
          "invariant-blocked/kimi-linear/B3/ragged/join-evict/*,"

@@ -1,5 +1,7 @@
 """Seeded bugs of the outside tester's fifth round (reports/gate/outside-tester-r5/): the
-three bugs of its 30 that every default cell passed and a cell could prove. Both sit where
+three bugs of its 30 that every default cell passed and a cell could prove, and the fourth
+that no cell could prove until the quantized cells judged their on-time rows bit for bit
+(``quant_start_all_rows``). Both sit where
 batch ORDER meets sampling at temperature > 0: every cell with rows of their own beside
 rows on the batch's shared sampler had at most one shared row, and every cell that
 admitted rows into a prefilling batch, or history rows beside fresh ones, had them ready
@@ -17,6 +19,7 @@ import mlx.core as mx
 
 from batchlab.engine.core import sampler, scheduler
 from batchlab.engine.core.batch import PromptBatch
+from batchlab.engine.paths.quantized.kv import QuantizedMode
 from batchlab.selftest.inject import Patch, original
 
 
@@ -92,3 +95,17 @@ def history_rows_first() -> list[Patch]:
             self.prompt = fresh
 
     return [Patch(owner=scheduler.Scheduler, name="_admit", value=_admit)]
+
+
+def quant_start_all_rows() -> list[Patch]:
+    """A quantized-KV batch at a start > 0 switches to the packed format once EVERY row's
+    offset has reached the start (the least offset), not on the first write at which ANY
+    row has (mlx-lm switches each row alone at its own start). The longest rows are then
+    quantized late; the shorter rows early either way, so the cells' KL gates pass it and
+    only the longest rows' bits show it (``judging.quantized_exact_rows``)."""
+    original(QuantizedMode, "passed_start")  # refuse if the engine moved it
+
+    def passed_start(self) -> bool:
+        return self.offset_ints.bounds()[0] >= max(self.quant.start, 1)
+
+    return [Patch(owner=QuantizedMode, name="passed_start", value=passed_start)]

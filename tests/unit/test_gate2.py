@@ -9,7 +9,7 @@ from mlx_lm.sample_utils import greedy_sampler
 
 from batchlab.cells.cell import Event, Row
 from batchlab.cells.spec import expand
-from batchlab.judging.judging import quantized_exact
+from batchlab.judging.judging import quantized_exact, quantized_exact_rows
 from batchlab.oracle.quantized_serial import replay_quantized_row
 from batchlab.oracle.serial import ring_width_bound, serial_check_reason
 from batchlab.trajectory import Step, Trajectory
@@ -53,6 +53,32 @@ def test_start_above_zero_is_kl_when_the_prefill_batch_splits_the_rows():
         "kv8-s8/llama-hd64/B4/equal/static/ctx-short/pb2": False,
         "kv8-s8/llama-hd64/B4/equal/static/ctx-short/ps2": True,
     }
+
+
+def test_the_longest_rows_of_a_ragged_start_above_zero_batch_stay_exact():
+    cells = _cells({"models": ["llama-hd64"], "paths": ["kv8-s8", "kv8", "l1"], "batch": [4],
+                    "padding": ["ragged"], "scripts": ["static", "join-evict"],
+                    "contexts": ["short"], "schedule": [{}, {"prefill_batch_size": 2}]})
+    ragged = cells["kv8-s8/llama-hd64/B4/ragged/static/ctx-short"]
+    lengths = sorted((len(r.prompt), r.name) for r in ragged.rows)
+    rows = {i: quantized_exact_rows(c, has_rings=False, on_gpu=False) for i, c in cells.items()}
+    assert rows == {
+        "kv8-s8/llama-hd64/B4/ragged/static/ctx-short": ("A",),  # the longest of 4 rows
+        "kv8-s8/llama-hd64/B4/ragged/static/ctx-short/pb2": (),  # two prefill batches
+        "kv8-s8/llama-hd64/B4/ragged/join-evict/ctx-short": (),  # joins later
+        "kv8-s8/llama-hd64/B4/ragged/join-evict/ctx-short/pb2": (),
+        "kv8/llama-hd64/B4/ragged/static/ctx-short": ("A", "B", "C", "D"),  # start 0
+        "kv8/llama-hd64/B4/ragged/static/ctx-short/pb2": ("A", "B", "C", "D"),
+        "kv8/llama-hd64/B4/ragged/join-evict/ctx-short": ("A", "B", "C", "D"),
+        "kv8/llama-hd64/B4/ragged/join-evict/ctx-short/pb2": ("A", "B", "C", "D"),
+        "l1/llama-hd64/B4/ragged/static/ctx-short": (),  # no quantized KV
+        "l1/llama-hd64/B4/ragged/static/ctx-short/pb2": (),
+        "l1/llama-hd64/B4/ragged/join-evict/ctx-short": (),
+        "l1/llama-hd64/B4/ragged/join-evict/ctx-short/pb2": (),
+    }
+    assert lengths[-1][1] == "A" and lengths[-2][0] < lengths[-1][0]  # one longest row
+    assert quantized_exact_rows(ragged, has_rings=True, on_gpu=False) == ()
+    assert quantized_exact_rows(ragged, has_rings=False, on_gpu=True) == ()
 
 
 def _trajectory(steps: dict[str, list[int]]) -> Trajectory:
