@@ -4,7 +4,7 @@
 #    spent 107 s before its first scored position, so the profile says where;
 # 2. beside it (the KL does not depend on timing), the gpt-oss cell whose second judge
 #    failed in s21b with TF32 off: twice with TF32 off (the CLI's default), once on.
-# Run as: source .gpu-stage/bundle/q4/install.sh && bash tools/h200/s23-labkl-gptoss.sh
+# Run as: source .gpu-stage/bundle/qN/install.sh (tools/h200/stage-bundle.sh) && bash tools/h200/s23-labkl-gptoss.sh
 set -u
 export PYTHONUNBUFFERED=1 PYTHONPATH=/tmp/site:$PWD BATCHLAB_CACHE=/tmp/blc
 R=$OUT/k; mkdir -p $R

@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # Stage MLX's CUDA backend and the real model (smollm2-135m's converted directory) for
-# the H200 in four transfers: each call carries the working tree too (~20 MiB) under the
-# 64 MiB limit, and the 190 MB of payload fit four 42 MiB parts only xz-compressed (the
-# wheel unzipped first: xz gets it from 90 to 75 MB, where it gets the zip 2% smaller).
+# the H200: each call carries the working tree too (37 MiB of tracked files, and the
+# transfer counts more than their bytes: a 27 MiB part was refused), so the payload
+# travels xz-compressed (the wheel unzipped first: xz takes it from 90 to 75 MB, where it
+# takes the zip 2% smaller) in PART-sized pieces: 158 MiB, seven 24 MiB parts.
 # Run from the project root after ../shared/device/stage.sh (which downloads the wheels
 # into .gpu-stage/a and b) and after the real model was built here once
 # (BATCHLAB_CACHE=/tmp/blc batchlab lab kl --model smollm2-135m ...). Writes
-# .gpu-stage/bundle/q1..q4; then, back to back:
-#   run carry=[.gpu-stage/bundle/qN] for N = 1..3: mkdir -p /tmp/stage && cp .gpu-stage/bundle/qN/* /tmp/stage/
-#   run carry=[.gpu-stage/bundle/q4]: source .gpu-stage/bundle/q4/install.sh && bash tools/h200/<script>
+# .gpu-stage/bundle/q1..qN; then, back to back:
+#   run carry=[.gpu-stage/bundle/qK] for K < N: mkdir -p /tmp/stage && cp .gpu-stage/bundle/qK/* /tmp/stage/
+#   run carry=[.gpu-stage/bundle/qN]: source .gpu-stage/bundle/qN/install.sh && bash tools/h200/<script>
 set -euo pipefail
 root=$(git rev-parse --show-toplevel); st=$root/.gpu-stage; zoo=${ZOO:-/tmp/blc/zoo}
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
@@ -19,13 +20,14 @@ cp "$st"/b/mlx-[0-9]*.whl "$st"/b/mlx_lm-*.whl "$work/pack/"
 cp -r "$zoo"/smollm2-135m-* "$work/pack/zoo/"
 tar -cf - -C "$work/pack" . | xz -T2 -9 > "$work/all.tar.xz"
 rm -rf "$st/bundle" && mkdir -p "$st/bundle"
-split -b 42m "$work/all.tar.xz" "$work/all.part."
+split -b "${PART:-24m}" "$work/all.tar.xz" "$work/all.part."
 n=1; for p in "$work"/all.part.*; do mkdir -p "$st/bundle/q$n"; mv "$p" "$st/bundle/q$n/"; n=$((n + 1)); done
-cat > "$st/bundle/q4/install.sh" <<'INSTALL'
+last=$((n - 1))
+sed "s#@LAST@#q$last#" > "$st/bundle/q$last/install.sh" <<'INSTALL'
 # Sourced on the device from the project root: unpack the bundle, MLX (CUDA) into /tmp/site,
 # the real model into /tmp/blc/zoo (python's lzma: no xz binary needed there).
 set -e
-cp .gpu-stage/bundle/q4/all.part.* /tmp/stage/
+cp .gpu-stage/bundle/@LAST@/all.part.* /tmp/stage/
 rm -rf /tmp/site /tmp/unpack && mkdir -p /tmp/site /tmp/unpack /tmp/blc/zoo
 cat /tmp/stage/all.part.* | python3 -c "import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.stdin.buffer), sys.stdout.buffer)" | tar -x -C /tmp/unpack
 python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site /tmp/unpack/mlx-[0-9]*.whl /tmp/unpack/mlx_lm-*.whl
