@@ -20,7 +20,7 @@ CELL='invariant/gpt-oss/B65/needle/evict-many/ctx-wrap/seed1_cb48_ps16'
     grep -E "^(PASS|FAIL|ERROR)|solo|KL|cells passed" $R/gptoss-$run.log | cut -c1-220 >> $R/gptoss.txt
   done
 ) &
-timeout -s INT 480 python3 -m cProfile -o $R/labkl.prof -m batchlab lab kl --model smollm2-135m \
+timeout -s INT 420 python3 -m cProfile -o $R/labkl.prof -m batchlab lab kl --model smollm2-135m \
   --paths kv8,kv4,kvmix,kv4h --reference l1 --rows 0 --length 512 --context 256 --batch 16 \
   --out $R/smollm2-135m-cuda-sm90 > $R/labkl.log 2>&1
 echo "== lab kl: exit $?"; tail -14 $R/labkl.log
