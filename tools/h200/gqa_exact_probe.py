@@ -1,7 +1,8 @@
 """Issue 28, item 3: is the grouped decode kernel MLX's fused decode attention bit for bit?
 
-Part ``kernel``: for both of the kernel's layouts (``simple``: MLX's; ``staged``:
-``grouped_decode_staged.py``), per head shape (the bench's 1B, 8B and 0.6B heads, head
+Part ``kernel``: for the kernel's layouts (``simple``: MLX's; ``staged``:
+``grouped_decode_staged.py``; ``looped``: ``grouped_decode_looped.py`` at its default W),
+per head shape (the bench's 1B, 8B and 0.6B heads, head
 dim 96, float16, float32, G = 8), batch and key count (across 1..255: the kernel's
 range), random inputs, keys and values a view of a wider buffer as BatchKV serves them,
 the kernel's output against ``mx.fast.scaled_dot_product_attention``'s with
@@ -11,13 +12,18 @@ with scores spread so far apart that ``exp2`` leaves the normal range. ``EXACT O
 when every one is equal. Then, for information, the same comparison past the kernel's
 range (MLX may decode through cuDNN from 256 keys) and the time per call against MLX's.
 
+Part ``looped``: the same comparisons for the ``looped`` layout alone, at W = 8 (its
+default) on every shape and W = 4 and 16 on the 8B and G = 8 shapes (``EXACT OK``), then
+a timing table: looped at each W against staged, simple and MLX at llama-3.1-8b's heads
+(B = 256 at 128, 192 and 255 keys; B = 64 at 192), median of 7 rounds of 24 calls.
+
 Part ``fast``: the ``fast`` path's scheduler on bench shapes (real widths, few layers,
 random weights, greedy), equal prompts with rows finishing at different steps and a
 ragged join, once with ``BATCHLAB_FAST_GQA=0`` and once with ``=1``: every emitted token
 and the bytes of every logprobs vector must be equal, and the kernel must have run
 (``FAST SAME yes``).
 
-    PYTHONPATH=/tmp/site:$PWD python3 tools/h200/gqa_exact_probe.py [kernel|fast|all]
+    PYTHONPATH=/tmp/site:$PWD python3 tools/h200/gqa_exact_probe.py [kernel|looped|fast|all]
 """
 
 from __future__ import annotations
@@ -56,11 +62,11 @@ def inputs(b, hq, hkv, dim, dt, keys, width, spread=1.0):
     return q, kbuf, vbuf
 
 
-LAYOUTS = ("simple", "staged")
+LAYOUTS = ("simple", "staged", "looped")
 
 
-def compare(q, k, v, scale, layout=None) -> tuple[bool, float]:
-    ours = gd.grouped_decode_attention(q, k, v, scale, layout)
+def compare(q, k, v, scale, layout=None, warps=None) -> tuple[bool, float]:
+    ours = gd.grouped_decode_attention(q, k, v, scale, layout, warps)
     mlx = SDPA(q, k, v, scale=scale, mask=None)
     same = mx.array_equal(ours, mlx)
     diff = mx.abs(ours.astype(F32) - mlx.astype(F32)).max()
@@ -68,13 +74,13 @@ def compare(q, k, v, scale, layout=None) -> tuple[bool, float]:
     return bool(same.item()), float(diff.item())
 
 
-def in_graph(q, kbuf, vbuf, keys, scale, layout=None):
+def in_graph(q, kbuf, vbuf, keys, scale, layout=None, warps=None):
     """keys / values written into a zero buffer and sliced, in the attention's graph."""
     zk, zv = mx.zeros_like(kbuf), mx.zeros_like(vbuf)
     zk[..., :keys, :] = kbuf[..., :keys, :]
     zv[..., :keys, :] = vbuf[..., :keys, :]
     k, v = zk[..., :keys, :], zv[..., :keys, :]
-    ours = gd.grouped_decode_attention(q, k, v, scale, layout)
+    ours = gd.grouped_decode_attention(q, k, v, scale, layout, warps)
     mlx = SDPA(q, k, v, scale=scale, mask=None)
     same = mx.array_equal(ours, mlx)
     mx.eval(same)
@@ -93,7 +99,9 @@ def timed(fn, n=24, rounds=7) -> float:
     return statistics.median(per) * 1e6
 
 
-def kernel_part() -> bool:
+def exact(variants) -> bool:
+    """Every head shape, batch and key count of ``HEADS`` x ``KEYS`` (evaluated inputs,
+    in-graph, far-apart scores) for each (layout, warps) of ``variants(name)``."""
     mx.random.seed(0)
     ok_all, checked = True, 0
     for name, hq, hkv, dim, dt, batches in HEADS:
@@ -106,18 +114,50 @@ def kernel_part() -> bool:
                 k, v = kbuf[:, :, :keys], vbuf[:, :, :keys]
                 assert gd.fits(q, k, v, None, None), (name, b, keys)
                 qs = (q.astype(F32) * 40).astype(dt)  # scores ~hundreds apart: exp2 underflows
-                for layout in LAYOUTS:
-                    same, diff = compare(q, k, v, scale, layout)
-                    graph = in_graph(q, kbuf, vbuf, keys, scale, layout)
-                    far, _ = compare(qs, k, v, scale, layout)
+                for layout, warps in variants(name):
+                    same, diff = compare(q, k, v, scale, layout, warps)
+                    graph = in_graph(q, kbuf, vbuf, keys, scale, layout, warps)
+                    far, _ = compare(qs, k, v, scale, layout, warps)
                     checked += 3
                     if not (same and graph and far):
-                        bad.append(f"{layout} B{b}/N{keys}: eval {same} (max diff {diff:.3g}) "
+                        tag = layout + (f"/W{warps}" if warps else "")
+                        bad.append(f"{tag} B{b}/N{keys}: eval {same} (max diff {diff:.3g}) "
                                    f"graph {graph} far {far}")
         ok_all &= not bad
         print(f"{name:14s} D={dim:3d} G={hq // hkv} {str(dt):14s} B {batches}: "
               f"{'all equal' if not bad else 'DIFFER ' + '; '.join(bad[:6])}", flush=True)
     print(f"{checked} comparisons", flush=True)
+    return ok_all
+
+
+def looped_part() -> bool:
+    """``looped`` alone: exactness (W = 8 everywhere, 4 and 16 on two shapes), then time."""
+    def variants(name):
+        extra = [("looped", 4), ("looped", 16)] if name in ("llama-3.1-8b", "d64 G8") else []
+        return [("looped", 8), *extra]
+
+    ok_all = exact(variants)
+    print(f"EXACT OK {'yes' if ok_all else 'no'}", flush=True)
+    cols = [("looped", 4), ("looped", 8), ("looped", 16), ("staged", None), ("simple", None)]
+    print(f"{'shape':14s} {'B':>4s} {'keys':>5s} " + " ".join(
+        f"{(lay[:6] + (f'/{w}' if w else '')) + ' us':>11s}" for lay, w in cols)
+        + f" {'MLX us':>8s} {'MB':>7s} {'GB/s best':>9s}", flush=True)
+    for b, keys in ((256, 128), (256, 192), (256, 255), (64, 192)):
+        hq, hkv, dim = 32, 8, 128
+        q, kbuf, vbuf = inputs(b, hq, hkv, dim, BF, keys, 256)
+        mx.eval(q, kbuf, vbuf)
+        k, v = kbuf[:, :, :keys], vbuf[:, :, :keys]
+        us = [timed(lambda lay=lay, w=w: gd.grouped_decode_attention(
+            q, k, v, dim ** -0.5, lay, w)) for lay, w in cols]  # noqa: B023
+        mlx = timed(lambda: SDPA(q, k, v, scale=dim ** -0.5, mask=None))  # noqa: B023
+        mb = 2 * b * hkv * keys * dim * 2 / 1e6
+        print(f"{'llama-3.1-8b':14s} {b:4d} {keys:5d} " + " ".join(f"{u:11.1f}" for u in us)
+              + f" {mlx:8.1f} {mb:7.1f} {mb / min(us) * 1e3:9.0f}", flush=True)
+    return ok_all
+
+
+def kernel_part() -> bool:
+    ok_all = exact(lambda name: [(layout, None) for layout in LAYOUTS])
     # past the kernel's range, for information: equal where MLX still runs its one-pass
     # kernel (a buffer not grown in steps of 256), not where it runs cuDNN
     for keys, width in ((256, 512), (256, 300), (300, 512), (300, 600), (700, 1000),
@@ -130,7 +170,7 @@ def kernel_part() -> bool:
               f"in-graph equal {gr}", flush=True)
     print(f"EXACT OK {'yes' if ok_all else 'no'}", flush=True)
     print(f"{'shape':14s} {'B':>4s} {'keys':>5s} {'simple us':>10s} {'staged us':>10s} "
-          f"{'MLX us':>8s} {'MB':>7s} {'GB/s':>6s}", flush=True)
+          f"{'looped us':>10s} {'MLX us':>8s} {'MB':>7s} {'GB/s':>6s}", flush=True)
     for name, hq, hkv, dim, b, keys in (("llama-3.1-8b", 32, 8, 128, 256, 192),
                                         ("llama-3.1-8b", 32, 8, 128, 64, 192),
                                         ("llama-3.2-1b", 32, 8, 64, 256, 192),
@@ -143,7 +183,8 @@ def kernel_part() -> bool:
                                                                lay)) for lay in LAYOUTS]
         mlx = timed(lambda: SDPA(q, k, v, scale=dim ** -0.5, mask=None))  # noqa: B023
         mb = 2 * b * hkv * keys * dim * 2 / 1e6
-        print(f"{name:14s} {b:4d} {keys:5d} {us[0]:10.1f} {us[1]:10.1f} {mlx:8.1f} {mb:7.1f} "
+        print(f"{name:14s} {b:4d} {keys:5d} {us[0]:10.1f} {us[1]:10.1f} {us[2]:10.1f} "
+              f"{mlx:8.1f} {mb:7.1f} "
               f"{mb / min(us) * 1e3:6.0f}", flush=True)
     return ok_all
 
@@ -211,6 +252,8 @@ def fast_part() -> bool:
 if __name__ == "__main__":
     what = sys.argv[1] if len(sys.argv) > 1 else "all"
     ok = True
+    if what == "looped":
+        ok &= looped_part()
     if what in ("kernel", "all"):
         ok &= kernel_part()
     if what in ("fast", "all"):

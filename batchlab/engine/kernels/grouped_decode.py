@@ -29,20 +29,30 @@ compiler cannot contract or reorder it. Only calls MLX sends to that kernel come
 steps of 256, as BatchKV's are; past 1024 it runs a two-pass kernel), and of those only
 calls of at least ``MIN_BLOCKS`` blocks (``worth_it``: same bits, speed alone).
 
-Two layouts of that arithmetic: ``simple`` (this file: MLX's lanes, each query head of
+Three layouts of that arithmetic: ``simple`` (this file: MLX's lanes, each query head of
 the group on the whole warp) and ``staged`` (``grouped_decode_staged.py``: a lane group
 per query head, loads through ``cp.async``), the default where the group is a power of
 two. Both matched MLX on the H200 (tools/h200/gqa_exact_probe.py,
 reports/bench/cuda-sm90/issue28-465ce3b/); their fallbacks for keys and values that are
-not 16-byte aligned (never the case for BatchKV's slices) did not run there.
+not 16-byte aligned (never the case for BatchKV's slices) did not run there. The third,
+``looped`` (``grouped_decode_looped.py``: ``simple``'s lanes, 8 warps a block each
+running 4 of the 32 streams, the merge through shared memory), has not run on a GPU
+yet; it is taken only where asked for (``layout=`` or ``BATCHLAB_GQA_LAYOUT``).
+
+``BATCHLAB_GQA_LAYOUT`` (``simple``, ``staged`` or ``looped``; read once at import)
+replaces ``layout_for``'s choice for every call that names no layout (``staged`` only
+where the group is a power of two, else ``simple``), so one session can time a layout
+against the default.
 """
 
 from __future__ import annotations
 
 import functools
+import os
 
 import mlx.core as mx
 
+from batchlab.engine.kernels import grouped_decode_looped as looped
 from batchlab.engine.kernels import grouped_decode_staged as staged
 from batchlab.engine.kernels.decode_streams import scale_array
 
@@ -59,10 +69,11 @@ MIN_BLOCKS = 128
 
 # 1024 threads a block: the registers must fit (64 a thread), so the kernel says so
 # (mx.fast.cuda_kernel writes the signature itself; the header comes just before it).
-_HEADER = """
+_BOUNDS = """
 #undef __global__
 #define __global__ __location__(global) __launch_bounds__(1024)
-__device__ __forceinline__ float ex2_approx(float x) {
+"""
+_HELPERS = """__device__ __forceinline__ float ex2_approx(float x) {
     float y;
     asm("ex2.approx.f32 %0, %1;" : "=f"(y) : "f"(x));
     return y;
@@ -79,6 +90,19 @@ __device__ __forceinline__ float warp_max(float x) {  // cg::greater, NaN and -0
     return x;
 }
 """
+_HEADER = _BOUNDS + _HELPERS
+LAYOUTS = ("simple", "staged", "looped")
+
+
+def _forced_layout() -> str | None:
+    """``BATCHLAB_GQA_LAYOUT``, checked (read once, at import: module docstring)."""
+    name = os.environ.get("BATCHLAB_GQA_LAYOUT", "").strip()
+    if name and name not in LAYOUTS:  # not gated: gpu only
+        raise ValueError(f"BATCHLAB_GQA_LAYOUT={name!r}: one of {', '.join(LAYOUTS)}")
+    return name or None
+
+
+FORCED_LAYOUT = _forced_layout()
 
 _SOURCE = """
     constexpr int VPT = D / 32;
@@ -191,7 +215,15 @@ _SOURCE = """
 
 
 @functools.cache
-def _kernel(layout: str, shared: int):  # not gated: gpu only
+def _kernel(layout: str, shared: int, warps: int = WARPS):  # not gated: gpu only
+    if layout == "looped":
+        # the launch bounds name W: one kernel name a W (W is a template argument, so
+        # MLX's kernel name, its JIT cache key, differs with it too)
+        return mx.fast.cuda_kernel(
+            name=f"batchlab_grouped_decode_looped_w{warps}",
+            input_names=["q", "k", "v", "scale"], output_names=["out"],
+            source=looped.SOURCE, header=looped.bounds(warps) + _HELPERS,
+            ensure_row_contiguous=False, shared_memory=shared)
     source = staged.SOURCE if layout == "staged" else _SOURCE
     return mx.fast.cuda_kernel(
         name=f"batchlab_grouped_decode_{layout}", input_names=["q", "k", "v", "scale"],
@@ -199,10 +231,16 @@ def _kernel(layout: str, shared: int):  # not gated: gpu only
         ensure_row_contiguous=False, shared_memory=shared)
 
 
-def layout_for(group: int) -> str:  # not gated: gpu only
+def layout_for(group: int, forced: str | None = None) -> str:  # not gated: gpu only
     """``staged`` (grouped_decode_staged.py) where the group splits a warp evenly into
-    power-of-two lane groups, else ``simple`` (MLX's layout, each head on every lane)."""
-    return LAYOUT if group & (group - 1) == 0 else "simple"
+    power-of-two lane groups, else ``simple`` (MLX's layout, each head on every lane);
+    ``forced`` (default ``BATCHLAB_GQA_LAYOUT``) instead where it can run (``staged``
+    only at a power-of-two group)."""
+    forced = forced or FORCED_LAYOUT
+    pow2 = group & (group - 1) == 0
+    if forced:
+        return forced if forced != "staged" or pow2 else "simple"
+    return LAYOUT if pow2 else "simple"
 
 
 def unroll(group: int, dim: int, itemsize: int) -> int:  # not gated: gpu only
@@ -245,15 +283,26 @@ def worth_it(rows: int, kv_heads: int) -> bool:  # not gated: gpu only
 
 def grouped_decode_attention(  # not gated: gpu only
         queries: mx.array, keys: mx.array, values: mx.array, scale: float,
-        layout: str | None = None) -> mx.array:
+        layout: str | None = None, warps: int | None = None) -> mx.array:
     """softmax(q . K^T * scale) . V for one query per row, bit for bit as
     ``mx.fast.scaled_dot_product_attention`` on CUDA; ``keys`` / ``values``
     ``(B, H_kv, N, D)`` as the cache served them (a view of its buffer is fine).
-    ``layout`` (``simple`` or ``staged``) overrides ``layout_for``, for the probes."""
+    ``layout`` (``simple``, ``staged`` or ``looped``) overrides ``layout_for``, and
+    ``warps`` ``looped``'s W (4, 8 or 16; default ``looped.WARPS``), for the probes."""
     b, n_q, _, dim = queries.shape
     n_kv = keys.shape[1]
     group = n_q // n_kv
     layout = layout or layout_for(group)
+    if layout == "looped":
+        w = warps or looped.WARPS
+        if w not in looped.WARP_CHOICES:
+            raise ValueError(f"looped warps {w}: one of {looped.WARP_CHOICES}")
+        template = [("T", queries.dtype), ("D", dim), ("G", group), ("W", w),
+                    ("U", looped.unroll(group, dim, w))]
+        return _kernel(layout, looped.shared_bytes(group, dim), w)(
+            inputs=[queries, keys, values, scale_array(scale)], template=template,
+            grid=(32 * w, n_kv, b), threadgroup=(32 * w, 1, 1),
+            output_shapes=[(b, n_q, 1, dim)], output_dtypes=[queries.dtype])[0]
     if layout == "staged":
         unrolled = staged.SLOTS
         shared = staged.shared_bytes(dim, queries.dtype.size)

@@ -1,0 +1,263 @@
+"""The grouped decode kernel's third layout, ``looped``: MLX's 32 key streams on ``W``
+warps (``W`` = 4, 8 or 16; ``WARPS`` by default), each warp running ``32 / W`` streams
+one after another, so a block is ``32 W`` threads and several blocks share an SM.
+
+Why: the other layouts run a block of 1024 threads (one warp a stream, MLX's ``BN``) per
+(row, KV head). At a decode step's few hundred keys each warp holds 4-8 keys, so the
+block's setup, its shared-memory merge and ``__syncthreads`` cost more than the keys,
+and a 1024-thread block leaves one block an SM (llama-3.1-8b B=256: ~222 us a layer
+where the bytes need ~81 us on the H200).
+
+The arithmetic is MLX's, op for op (``grouped_decode.py`` lists it):
+
+- lanes as in ``simple`` (MLX's): lane ``l`` owns dims ``vpt * l ..`` of the key, every
+  query head of the group runs on the whole warp; the scaled query stays in registers;
+- stream ``s`` (0..31) is warp ``s % W``'s stream ``t = s / W``; its keys
+  ``s, s + 32, ...`` go through exactly MLX's per-key online softmax, in order, from
+  MLX's initial state. A warp walks its streams' keys as one sequence (stream after
+  stream), loading ``U`` keys ahead across stream ends (where loads sit changes no
+  arithmetic); when a stream's last key is done, its ``m``, ``l`` (per query head) and
+  ``o`` (per head and dim) go to shared memory at index ``s``, and the state restarts.
+  A stream with no keys stores MLX's initial state (``m`` = the lowest finite float,
+  ``l = o = 0``), as MLX's idle warp does;
+- the merge after one ``__syncthreads``: for each head, one warp with lane = stream runs
+  MLX's code as it is (butterfly max of ``m``, ``f = exp2(m - M)`` on each lane, the
+  butterfly sum of ``l * f``, ``__frcp_rn``) and stores each stream's ``f`` and lane 0's
+  reciprocal; after a second ``__syncthreads`` a thread per (head, dim) forms
+  ``o_s * f_s`` for the 32 streams and adds them in the tree lane 0 of MLX's butterfly
+  builds (``a[s] += a[s + off]`` for ``s < off``, ``off`` = 16, 8, 4, 2, 1: lane 0's
+  partner at each level is lane ``off``, whose own partial sums are formed the same
+  way, own value first), times that reciprocal, rounded to the dtype. That is the value
+  MLX's lane 0 writes: no reordering, not even a commuted add.
+
+Budget (the reason for this design). Merging stream by stream as they finish would
+change the order, so all 32 streams' ``o`` must be kept until the merge: in registers
+that is ``G * vpt * 32 / W`` floats a lane (64 at G=4, D=128, W=8: too many), so they go
+to shared memory as floats: ``32 * G * D * 4`` bytes, at most 64 KiB (``fits`` caps
+``G * vpt`` at 16), plus ``m``, ``l``, ``f`` (``3 * 32 * G`` floats) and ``G``
+reciprocals: 65.5 KiB at llama-3.1-8b's G=4, D=128. Three such blocks fit an H200 SM
+(228 KiB, 1 KiB reserved a block). Registers: a lane holds the query and ``o`` for
+every head (``2 G vpt`` = 32 floats at G * vpt = 16), ``m``, ``l`` (``2 G``) and ``U``
+keys and values in flight; ``__launch_bounds__(32 W, 768 / (32 W))`` (W=16: 2) asks
+for at most 85 registers at W = 4 and 8 (3 blocks of 256 threads an SM at W=8: 24
+warps, against today's one block of 32) and 64 at W = 16 (2 blocks of 512).
+``unroll`` picks ``U`` (keys a warp loads ahead): at the 8B shape (G * vpt = 16) W=8
+compiles to 80 registers with U=2, no spills; W=16 to 64 with U=1. The block's other
+fixed cost is the merge's 32 partial sums a thread (about 70 registers at any state).
+
+Expected at the 8B shape (B=256: 2048 blocks): 3 blocks of 8 warps an SM (shared memory
+binds first, registers allow 3 too), 24 warps with 2 keys and values in flight each
+(~24 KiB an SM, about what the H200's latency needs at full bandwidth, with no margin);
+W=4 gives 3 blocks of 4 warps (shared memory), W=16 2 blocks of 16 with 1 key in flight.
+What it saves: a block's fixed cost (query loads, the merge, two ``__syncthreads``) is
+paid by 256 threads instead of 1024, a warp runs 4 streams' keys back to back, and the
+merge's ``o`` sums are plain loads, multiplies and adds (a thread per head and dim: 2 at
+G=4, D=128, W=8) instead of 5-shuffle butterflies for every dim. Staging keys through
+shared memory with ``cp.async`` as ``staged`` does would hold more bytes in flight
+without registers, at ``W * U * 2 D * size`` more shared bytes a block (16 KiB at W=8,
+U=4: 2 blocks an SM instead of 3); left for after the device's first timing.
+
+Not yet run on a GPU (tools/h200/s24-looped.sh is its gate): compiled with NVRTC 12.9
+for sm_90a at every template combination ``fits`` admits
+(tools/h200/looped_compile_check.py).
+"""
+
+from __future__ import annotations
+
+WARPS = 8  # W: warps a block (4, 8 or 16), 32 / W streams a warp
+WARP_CHOICES = (4, 8, 16)
+
+
+def bounds(warps: int) -> str:  # not gated: gpu only
+    """The header line giving the kernel its launch bounds: ``32 W`` threads, and blocks
+    an SM enough for 768 threads (85 registers a thread) or, at W=16, two (64)."""
+    return ("#undef __global__\n#define __global__ __location__(global) "
+            f"__launch_bounds__({32 * warps}, {min_blocks(warps)})\n")
+
+
+def min_blocks(warps: int) -> int:  # not gated: gpu only
+    """Blocks an SM the launch bounds ask registers for (see the module's budget)."""
+    return max(2, 768 // (32 * warps))
+
+
+def shared_bytes(group: int, dim: int) -> int:  # not gated: gpu only
+    """Dynamic shared memory of a block: ``o`` of 32 streams x G heads x D dims, ``m``,
+    ``l`` and ``f`` of 32 streams x G heads, and G reciprocals, all floats."""
+    floats = 32 * group * dim + 3 * 32 * group + group
+    return (4 * floats + 15) // 16 * 16
+
+
+def unroll(group: int, dim: int, warps: int) -> int:  # not gated: gpu only
+    """Keys a warp loads ahead (``U``): the most that compile without spills in the
+    registers the launch bounds leave (80 at W = 4 and 8, 64 at W = 16), ptxas 12.9,
+    sm_90a, every dtype, head dim and group ``fits`` admits
+    (tools/h200/looped_compile_check.py; one exception: D=64, G=8 at W=16 spills 8
+    bytes even at U=1)."""
+    state = group * (dim // 32)  # query and output floats a lane holds per stream
+    if warps >= 16:
+        return 4 if state <= 6 else 2 if state <= 10 else 1
+    return 4 if state <= 10 else 2
+
+
+SOURCE = """
+    constexpr int VPT = D / 32;
+    constexpr int NS = 32 / W;        // streams a warp
+    constexpr int VB = VPT * sizeof(T);
+    constexpr int VA = (VB & -VB) > 16 ? 16 : (VB & -VB);  // VPT = 3: 6 or 12 bytes
+    struct alignas(VA) Vec { T v[VPT]; };
+    constexpr int OB = VPT * 4;
+    constexpr int OA = (OB & -OB) > 16 ? 16 : (OB & -OB);  // VPT = 3: 4 bytes
+    struct alignas(OA) OVec { float v[VPT]; };
+    const int lane = threadIdx.x & 31;
+    const int warp = threadIdx.x >> 5;
+    const int g = blockIdx.y;
+    const int b = blockIdx.z;
+    const int n_q_heads = q_shape[1];
+    const int keys = k_shape[2];
+    const float scale_log2 = static_cast<float>(static_cast<double>(scale[0]) * 1.4426950408889634);
+    const bool vec = k_strides[3] == 1 && v_strides[3] == 1
+        && (k_strides[2] % VPT) == 0 && (v_strides[2] % VPT) == 0
+        && (k_strides[1] % VPT) == 0 && (v_strides[1] % VPT) == 0
+        && (k_strides[0] % VPT) == 0 && (v_strides[0] % VPT) == 0;
+
+    // shared: o[G][32 streams][D], then f, m, l [G][32], then G reciprocals
+    extern __shared__ __align__(16) float looped_raw[];
+    float* sm_o = looped_raw;
+    float* sm_f = sm_o + G * 32 * D;
+    float* sm_m = sm_f + G * 32;
+    float* sm_l = sm_m + G * 32;
+    float* sm_tot = sm_l + G * 32;
+
+    float qv[G][VPT];
+    float o[G][VPT];
+    float m[G];
+    float l[G];
+#pragma unroll
+    for (int j = 0; j < G; ++j) {
+        const T* qp = q + b * q_strides[0] + (g * G + j) * q_strides[1];
+#pragma unroll
+        for (int i = 0; i < VPT; ++i) {
+            const float x = static_cast<float>(qp[(VPT * lane + i) * q_strides[3]]);
+            qv[j][i] = __fmul_rn(scale_log2, x);
+            o[j][i] = 0.0f;
+        }
+        m[j] = -3.40282347e+38f;  // Limits<float>::finite_min()
+        l[j] = 0.0f;
+    }
+    // a finished stream's state to shared memory, and MLX's initial state back
+    auto flush = [&](int s) {
+#pragma unroll
+        for (int j = 0; j < G; ++j) {
+            if (lane == 0) {
+                sm_m[j * 32 + s] = m[j];
+                sm_l[j * 32 + s] = l[j];
+            }
+            OVec ov;
+#pragma unroll
+            for (int i = 0; i < VPT; ++i) {
+                ov.v[i] = o[j][i];
+                o[j][i] = 0.0f;
+            }
+            *reinterpret_cast<OVec*>(sm_o + (j * 32 + s) * D + VPT * lane) = ov;
+            m[j] = -3.40282347e+38f;
+            l[j] = 0.0f;
+        }
+    };
+    // this warp's streams s = warp, warp + W, ... (keys s, s + 32, ...) as one sequence
+    // of rows, stream after stream; the streams with keys come first. The row after r:
+    // the stream's next key, else the next stream's first, else none (-1)
+    const int last_stream = min(32, keys);  // streams from here have no keys
+    auto next = [&](int r) {
+        if (r + 32 < keys) return r + 32;
+        const int s = (r & 31) + W;
+        return s < last_stream ? s : -1;
+    };
+    const int ks = static_cast<int>(k_strides[2]);  // a row: far below 2^31 elements
+    const int vs = static_cast<int>(v_strides[2]);
+    const T* kb = k + b * k_strides[0] + g * k_strides[1];
+    const T* vb = v + b * v_strides[0] + g * v_strides[1];
+    int lr = warp < last_stream ? warp : -1;  // the next row to load
+    int cr = lr;                              // the next row to compute
+    while (cr >= 0) {
+        // the loads of U rows first (past the end: the last key, unused)
+        Vec kk[U];
+        Vec vv[U];
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+            const int r = lr >= 0 ? lr : keys - 1;
+            if (lr >= 0) lr = next(lr);
+            if (vec) {
+                kk[u] = *reinterpret_cast<const Vec*>(kb + r * ks + VPT * lane);
+                vv[u] = *reinterpret_cast<const Vec*>(vb + r * vs + VPT * lane);
+            } else {
+                for (int i = 0; i < VPT; ++i) {
+                    kk[u].v[i] = kb[r * ks + (VPT * lane + i) * k_strides[3]];
+                    vv[u].v[i] = vb[r * vs + (VPT * lane + i) * v_strides[3]];
+                }
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+            if (cr < 0) break;  // uniform over the warp
+#pragma unroll
+            for (int j = 0; j < G; ++j) {
+                float s = __fmaf_rn(qv[j][0], static_cast<float>(kk[u].v[0]), 0.0f);
+#pragma unroll
+                for (int i = 1; i < VPT; ++i) {
+                    s = __fmaf_rn(qv[j][i], static_cast<float>(kk[u].v[i]), s);
+                }
+                s = warp_sum(s);
+                const float mn = fmaxf(m[j], s);
+                const float f = ex2_approx(__fsub_rn(m[j], mn));
+                const float e = ex2_approx(__fsub_rn(s, mn));
+                m[j] = mn;
+                l[j] = __fmaf_rn(f, l[j], e);
+#pragma unroll
+                for (int i = 0; i < VPT; ++i) {
+                    o[j][i] = __fmaf_rn(f, o[j][i], __fmul_rn(e, static_cast<float>(vv[u].v[i])));
+                }
+            }
+            const int stream = cr & 31;
+            cr = next(cr);
+            if (cr < 0 || (cr & 31) != stream) flush(stream);  // its last key: store it
+        }
+    }
+    for (int s = warp; s < 32; s += W) {  // streams without keys: MLX's initial state
+        if (s >= last_stream) flush(s);
+    }
+    __syncthreads();
+
+    // MLX's merge of m and l, a warp a head, lane = stream; each stream's f kept
+    for (int j = warp; j < G; j += W) {
+        const float mine = sm_m[j * 32 + lane];
+        const float big = warp_max(mine);
+        const float f = ex2_approx(__fsub_rn(mine, big));
+        float total = warp_sum(__fmul_rn(sm_l[j * 32 + lane], f));
+        total = total == 0.0f ? 0.0f : __frcp_rn(total);
+        sm_f[j * 32 + lane] = f;
+        if (lane == 0) sm_tot[j] = total;
+    }
+    __syncthreads();
+    // o: a thread per (head, dim), lane 0's butterfly tree over the 32 streams
+    for (int item = threadIdx.x; item < G * D; item += 32 * W) {
+        const int j = item / D;
+        const int d = item - j * D;
+        const float* os = sm_o + j * 32 * D + d;
+        const float4* fs = reinterpret_cast<const float4*>(sm_f + j * 32);
+        float a[32];
+#pragma unroll
+        for (int c = 0; c < 8; ++c) {
+            const float4 f4 = fs[c];
+            a[4 * c + 0] = __fmul_rn(os[(4 * c + 0) * D], f4.x);
+            a[4 * c + 1] = __fmul_rn(os[(4 * c + 1) * D], f4.y);
+            a[4 * c + 2] = __fmul_rn(os[(4 * c + 2) * D], f4.z);
+            a[4 * c + 3] = __fmul_rn(os[(4 * c + 3) * D], f4.w);
+        }
+#pragma unroll
+        for (int off = 16; off > 0; off >>= 1) {
+#pragma unroll
+            for (int s = 0; s < off; ++s) a[s] = __fadd_rn(a[s], a[s + off]);
+        }
+        out[(b * n_q_heads + g * G + j) * D + d] = static_cast<T>(__fmul_rn(a[0], sm_tot[j]));
+    }
+"""
