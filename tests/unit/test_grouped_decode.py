@@ -7,6 +7,7 @@ trajectories and logprobs with it equal to those without it)."""
 from __future__ import annotations
 
 import mlx.core as mx
+import pytest
 
 from batchlab.engine.kernels import grouped_decode as gd
 from batchlab.engine.paths.fast import FastScheduler, GroupedDecodeKV, UnmaskedDecodeKV
@@ -47,6 +48,40 @@ def test_keys_loaded_ahead_fit_64_registers():
     assert [gd.unroll(g, 96, 4) for g in (2, 4)] == [4, 1]
     assert [gd.unroll(g, 128, 2) for g in (1, 2, 4)] == [4, 2, 1]
     assert [gd.unroll(g, 128, 4) for g in (1, 2, 4)] == [4, 2, 1]
+
+
+def test_the_looped_layout_fits_three_blocks_an_sm_at_the_8b_shape():
+    from batchlab.engine.kernels import grouped_decode_looped as looped
+
+    # 32 streams x G x D floats of o, 3 x 32 x G of m, l, f, G reciprocals
+    assert looped.shared_bytes(4, 128) == 4 * (32 * 4 * 128 + 3 * 32 * 4 + 4) == 67088
+    assert looped.shared_bytes(1, 96) % 16 == 0
+    per_sm, reserved = 228 * 1024, 1024  # H200: shared memory an SM, reserved a block
+    assert 3 * (looped.shared_bytes(4, 128) + reserved) <= per_sm
+    assert max(looped.shared_bytes(g, d) for g in (1, 2, 4, 8) for d in (64, 96, 128)
+               if g * d // 32 <= gd.MAX_STATE) <= 227 * 1024  # one block's opt-in limit
+    assert [looped.min_blocks(w) for w in looped.WARP_CHOICES] == [6, 3, 2]
+    assert "__launch_bounds__(256, 3)" in looped.bounds(8)
+    # measured: the most keys ahead that compile without spills (ptxas 12.9, sm_90a)
+    assert [looped.unroll(4, 128, w) for w in (4, 8, 16)] == [2, 2, 1]
+    assert [looped.unroll(2, 128, w) for w in (4, 8, 16)] == [4, 4, 2]
+    assert [looped.unroll(1, 64, w) for w in (4, 8, 16)] == [4, 4, 4]
+
+
+def test_the_layout_can_be_forced_by_the_environment(monkeypatch):
+    monkeypatch.delenv("BATCHLAB_GQA_LAYOUT", raising=False)
+    assert gd._forced_layout() is None
+    monkeypatch.setenv("BATCHLAB_GQA_LAYOUT", "looped")
+    assert gd._forced_layout() == "looped"
+    monkeypatch.setenv("BATCHLAB_GQA_LAYOUT", "fast")
+    with pytest.raises(ValueError, match="simple, staged, looped"):
+        gd._forced_layout()
+    monkeypatch.setattr(gd, "FORCED_LAYOUT", None)
+    assert (gd.layout_for(4), gd.layout_for(3)) == ("staged", "simple")  # the default
+    assert (gd.layout_for(4, "looped"), gd.layout_for(3, "looped")) == ("looped", "looped")
+    assert (gd.layout_for(4, "simple"), gd.layout_for(3, "staged")) == ("simple", "simple")
+    monkeypatch.setattr(gd, "FORCED_LAYOUT", "looped")
+    assert gd.layout_for(4) == "looped"
 
 
 def test_fast_takes_the_kernel_only_on_cuda():
