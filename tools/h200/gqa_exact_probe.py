@@ -13,9 +13,10 @@ when every one is equal. Then, for information, the same comparison past the ker
 range (MLX may decode through cuDNN from 256 keys) and the time per call against MLX's.
 
 Part ``looped``: the same comparisons for the ``looped`` layout alone, at W = 8 (its
-default) on every shape and W = 4 and 16 on the 8B and G = 8 shapes (``EXACT OK``), then
-a timing table: looped at each W against staged, simple and MLX at llama-3.1-8b's heads
-(B = 256 at 128, 192 and 255 keys; B = 64 at 192), median of 7 rounds of 24 calls.
+default) on every shape and W = 4, 16 and W = 8 with its L2 prefetch on the 8B and G = 8
+shapes (``EXACT OK``), then a timing table: looped at each W (and W = 8 with the
+prefetch) against staged, simple and MLX at llama-3.1-8b's heads (B = 256 at 128, 192
+and 255 keys; B = 64 at 192), median of 7 rounds of 24 calls.
 
 Part ``fast``: the ``fast`` path's scheduler on bench shapes (real widths, few layers,
 random weights, greedy), equal prompts with rows finishing at different steps and a
@@ -65,8 +66,8 @@ def inputs(b, hq, hkv, dim, dt, keys, width, spread=1.0):
 LAYOUTS = ("simple", "staged", "looped")
 
 
-def compare(q, k, v, scale, layout=None, warps=None) -> tuple[bool, float]:
-    ours = gd.grouped_decode_attention(q, k, v, scale, layout, warps)
+def compare(q, k, v, scale, layout=None, warps=None, prefetch=None) -> tuple[bool, float]:
+    ours = gd.grouped_decode_attention(q, k, v, scale, layout, warps, prefetch)
     mlx = SDPA(q, k, v, scale=scale, mask=None)
     same = mx.array_equal(ours, mlx)
     diff = mx.abs(ours.astype(F32) - mlx.astype(F32)).max()
@@ -74,13 +75,13 @@ def compare(q, k, v, scale, layout=None, warps=None) -> tuple[bool, float]:
     return bool(same.item()), float(diff.item())
 
 
-def in_graph(q, kbuf, vbuf, keys, scale, layout=None, warps=None):
+def in_graph(q, kbuf, vbuf, keys, scale, layout=None, warps=None, prefetch=None):
     """keys / values written into a zero buffer and sliced, in the attention's graph."""
     zk, zv = mx.zeros_like(kbuf), mx.zeros_like(vbuf)
     zk[..., :keys, :] = kbuf[..., :keys, :]
     zv[..., :keys, :] = vbuf[..., :keys, :]
     k, v = zk[..., :keys, :], zv[..., :keys, :]
-    ours = gd.grouped_decode_attention(q, k, v, scale, layout, warps)
+    ours = gd.grouped_decode_attention(q, k, v, scale, layout, warps, prefetch)
     mlx = SDPA(q, k, v, scale=scale, mask=None)
     same = mx.array_equal(ours, mlx)
     mx.eval(same)
@@ -101,7 +102,7 @@ def timed(fn, n=24, rounds=7) -> float:
 
 def exact(variants) -> bool:
     """Every head shape, batch and key count of ``HEADS`` x ``KEYS`` (evaluated inputs,
-    in-graph, far-apart scores) for each (layout, warps) of ``variants(name)``."""
+    in-graph, far-apart scores) for each (layout, warps, prefetch) of ``variants(name)``."""
     mx.random.seed(0)
     ok_all, checked = True, 0
     for name, hq, hkv, dim, dt, batches in HEADS:
@@ -114,13 +115,13 @@ def exact(variants) -> bool:
                 k, v = kbuf[:, :, :keys], vbuf[:, :, :keys]
                 assert gd.fits(q, k, v, None, None), (name, b, keys)
                 qs = (q.astype(F32) * 40).astype(dt)  # scores ~hundreds apart: exp2 underflows
-                for layout, warps in variants(name):
-                    same, diff = compare(q, k, v, scale, layout, warps)
-                    graph = in_graph(q, kbuf, vbuf, keys, scale, layout, warps)
-                    far, _ = compare(qs, k, v, scale, layout, warps)
+                for layout, warps, pf in variants(name):
+                    same, diff = compare(q, k, v, scale, layout, warps, pf)
+                    graph = in_graph(q, kbuf, vbuf, keys, scale, layout, warps, pf)
+                    far, _ = compare(qs, k, v, scale, layout, warps, pf)
                     checked += 3
                     if not (same and graph and far):
-                        tag = layout + (f"/W{warps}" if warps else "")
+                        tag = layout + (f"/W{warps}" if warps else "") + ("+pf" if pf else "")
                         bad.append(f"{tag} B{b}/N{keys}: eval {same} (max diff {diff:.3g}) "
                                    f"graph {graph} far {far}")
         ok_all &= not bad
@@ -131,33 +132,37 @@ def exact(variants) -> bool:
 
 
 def looped_part() -> bool:
-    """``looped`` alone: exactness (W = 8 everywhere, 4 and 16 on two shapes), then time."""
+    """``looped`` alone: exactness (W = 8 everywhere; W = 4, 16 and W = 8 with the L2
+    prefetch on two shapes), then time."""
     def variants(name):
-        extra = [("looped", 4), ("looped", 16)] if name in ("llama-3.1-8b", "d64 G8") else []
-        return [("looped", 8), *extra]
+        extra = [("looped", 4, False), ("looped", 16, False), ("looped", 8, True)] \
+            if name in ("llama-3.1-8b", "d64 G8") else []
+        return [("looped", 8, False), *extra]
 
     ok_all = exact(variants)
     print(f"EXACT OK {'yes' if ok_all else 'no'}", flush=True)
-    cols = [("looped", 4), ("looped", 8), ("looped", 16), ("staged", None), ("simple", None)]
+    cols = [("looped", 4, False), ("looped", 8, False), ("looped", 16, False),
+            ("looped", 8, True), ("staged", None, None), ("simple", None, None)]
     print(f"{'shape':14s} {'B':>4s} {'keys':>5s} " + " ".join(
-        f"{(lay[:6] + (f'/{w}' if w else '')) + ' us':>11s}" for lay, w in cols)
+        f"{(lay[:6] + (f'/{w}' if w else '') + ('+pf' if pf else '')) + ' us':>13s}"
+        for lay, w, pf in cols)
         + f" {'MLX us':>8s} {'MB':>7s} {'GB/s best':>9s}", flush=True)
     for b, keys in ((256, 128), (256, 192), (256, 255), (64, 192)):
         hq, hkv, dim = 32, 8, 128
         q, kbuf, vbuf = inputs(b, hq, hkv, dim, BF, keys, 256)
         mx.eval(q, kbuf, vbuf)
         k, v = kbuf[:, :, :keys], vbuf[:, :, :keys]
-        us = [timed(lambda lay=lay, w=w: gd.grouped_decode_attention(
-            q, k, v, dim ** -0.5, lay, w)) for lay, w in cols]  # noqa: B023
+        us = [timed(lambda lay=lay, w=w, pf=pf: gd.grouped_decode_attention(
+            q, k, v, dim ** -0.5, lay, w, pf)) for lay, w, pf in cols]  # noqa: B023
         mlx = timed(lambda: SDPA(q, k, v, scale=dim ** -0.5, mask=None))  # noqa: B023
         mb = 2 * b * hkv * keys * dim * 2 / 1e6
-        print(f"{'llama-3.1-8b':14s} {b:4d} {keys:5d} " + " ".join(f"{u:11.1f}" for u in us)
+        print(f"{'llama-3.1-8b':14s} {b:4d} {keys:5d} " + " ".join(f"{u:13.1f}" for u in us)
               + f" {mlx:8.1f} {mb:7.1f} {mb / min(us) * 1e3:9.0f}", flush=True)
     return ok_all
 
 
 def kernel_part() -> bool:
-    ok_all = exact(lambda name: [(layout, None) for layout in LAYOUTS])
+    ok_all = exact(lambda name: [(layout, None, None) for layout in LAYOUTS])
     # past the kernel's range, for information: equal where MLX still runs its one-pass
     # kernel (a buffer not grown in steps of 256), not where it runs cuDNN
     for keys, width in ((256, 512), (256, 300), (300, 512), (300, 600), (700, 1000),

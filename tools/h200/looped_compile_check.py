@@ -14,7 +14,7 @@ arrays of 8), passed only where the source names them, as MLX does.
 Defaults look for the pip wheels nvidia-cuda-nvrtc-cu12 / -runtime-cu12 / -nvcc-cu12
 under /tmp/nvrtc (``python3 -m venv /tmp/nvrtc && /tmp/nvrtc/bin/pip install
 nvidia-cuda-nvrtc-cu12 nvidia-cuda-runtime-cu12 nvidia-cuda-nvcc-cu12``). Exit status 0
-when everything compiled (and, with ptxas, nothing spilled).
+when everything compiled (and, with ptxas, nothing spilled or used a stack frame).
 """
 
 from __future__ import annotations
@@ -128,6 +128,7 @@ def main() -> int:
                                             "cuda_nvcc/bin/ptxas"))
     ap.add_argument("--warps", default=",".join(str(w) for w in looped.WARP_CHOICES))
     ap.add_argument("--unroll", default="", help="looped U to try instead of unroll()")
+    ap.add_argument("--prefetch", default="0,1", help="looped P (L2 prefetch) to compile")
     args = ap.parse_args()
     if not args.nvrtc or not args.include:
         print("NVRTC or the CUDA headers not found (see the docstring)")
@@ -143,13 +144,14 @@ def main() -> int:
                 continue
             if layout == "looped":
                 warps_list = [int(x) for x in args.warps.split(",")]
-                variants = [(w, u) for w in warps_list
+                variants = [(w, u, p) for w in warps_list
                             for u in ([int(u) for u in args.unroll.split(",")]
-                                      if args.unroll else [looped.unroll(group, dim, w)])]
+                                      if args.unroll else [looped.unroll(group, dim, w)])
+                            for p in (int(x) for x in args.prefetch.split(","))]
             else:
                 variants = [(32, staged.SLOTS if layout == "staged"
-                             else gd.unroll(group, dim, size))]
-            for warps, unroll in variants:
+                             else gd.unroll(group, dim, size), 0)]
+            for warps, unroll, prefetch in variants:
                 consts = [("D", dim), ("G", group)]
                 if layout == "looped":
                     consts.append(("W", warps))
@@ -161,21 +163,24 @@ def main() -> int:
                 else:
                     header, source, shared = gd._HEADER, gd._SOURCE, 0
                 consts.append(("U", unroll))
+                if layout == "looped":
+                    consts.append(("P", prefetch))
                 src = wrap(f"k_{layout}", header, source, ctype, consts)
                 ok, log, ptx = nv.ptx(src, opts)
                 total += 1
                 tag = (f"{layout:6s} {dtype:8s} D={dim:3d} G={group} W={warps:2d} U={unroll} "
-                       f"dyn-smem {shared:6d}")
+                       f"P={prefetch} dyn-smem {shared:6d}")
                 if not ok:
                     failures += 1
                     print(f"{tag}: COMPILE FAILED\n{log[:3000]}", flush=True)
                     continue
                 usage = ptxas_usage(args.ptxas, ptx) if args.ptxas else "ptx ok (no ptxas)"
-                bad = "FAILED" in usage or not re.search(r"spill 0/0", usage) \
+                bad = ("FAILED" in usage or not re.search(r"stack 0 spill 0/0", usage)) \
                     if args.ptxas else False
                 spills += bad
-                print(f"{tag}: {usage}{'  <-- SPILLS' if bad else ''}", flush=True)
-    print(f"{total} compiled, {failures} failed, {spills} with spills or ptxas failures")
+                print(f"{tag}: {usage}{'  <-- SPILLS / STACK' if bad else ''}", flush=True)
+    print(f"{total} compiled, {failures} failed, {spills} with spills, a stack frame or "
+          "ptxas failures")
     return 0 if failures == 0 and spills == 0 else 1
 
 

@@ -3,8 +3,9 @@
 # through shared memory; never run on a GPU before this script). ~6 minutes:
 # 1. tools/h200/gqa_exact_probe.py looped: its output against
 #    mx.fast.scaled_dot_product_attention bit for bit on every shape the probe checks
-#    (W = 8; W = 4 and 16 on the 8B and G = 8 shapes), then the timing table (looped at
-#    W = 4, 8, 16 against staged, simple and MLX at llama-3.1-8b's heads, B 256 and 64);
+#    (W = 8; W = 4, 16 and 8 with the L2 prefetch on the 8B and G = 8 shapes), then
+#    the timing table (looped at W = 4, 8, 16 and 8 with the prefetch against staged,
+#    simple and MLX at llama-3.1-8b's heads, B 256 and 64);
 # 2. only if step 1 printed `EXACT OK yes`: the bench at llama-3.1-8b B=256, fast and l1,
 #    with BATCHLAB_GQA_LAYOUT=looped and with the default layout (staged).
 # Run as (after the bundle's install.sh, tools/h200/stage-bundle.sh): bash tools/h200/s24-looped.sh

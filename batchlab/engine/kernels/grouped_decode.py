@@ -283,12 +283,14 @@ def worth_it(rows: int, kv_heads: int) -> bool:  # not gated: gpu only
 
 def grouped_decode_attention(  # not gated: gpu only
         queries: mx.array, keys: mx.array, values: mx.array, scale: float,
-        layout: str | None = None, warps: int | None = None) -> mx.array:
+        layout: str | None = None, warps: int | None = None,
+        prefetch: bool | None = None) -> mx.array:
     """softmax(q . K^T * scale) . V for one query per row, bit for bit as
     ``mx.fast.scaled_dot_product_attention`` on CUDA; ``keys`` / ``values``
     ``(B, H_kv, N, D)`` as the cache served them (a view of its buffer is fine).
     ``layout`` (``simple``, ``staged`` or ``looped``) overrides ``layout_for``, and
-    ``warps`` ``looped``'s W (4, 8 or 16; default ``looped.WARPS``), for the probes."""
+    ``warps`` ``looped``'s W (4, 8 or 16; default ``looped.WARPS``) and ``prefetch``
+    its L2 prefetch (default ``looped.PREFETCH``), for the probes."""
     b, n_q, _, dim = queries.shape
     n_kv = keys.shape[1]
     group = n_q // n_kv
@@ -298,7 +300,8 @@ def grouped_decode_attention(  # not gated: gpu only
         if w not in looped.WARP_CHOICES:
             raise ValueError(f"looped warps {w}: one of {looped.WARP_CHOICES}")
         template = [("T", queries.dtype), ("D", dim), ("G", group), ("W", w),
-                    ("U", looped.unroll(group, dim, w))]
+                    ("U", looped.unroll(group, dim, w)),
+                    ("P", int(looped.PREFETCH if prefetch is None else prefetch))]
         return _kernel(layout, looped.shared_bytes(group, dim), w)(
             inputs=[queries, keys, values, scale_array(scale)], template=template,
             grid=(32 * w, n_kv, b), threadgroup=(32 * w, 1, 1),

@@ -55,7 +55,11 @@ merge's ``o`` sums are plain loads, multiplies and adds (a thread per head and d
 G=4, D=128, W=8) instead of 5-shuffle butterflies for every dim. Staging keys through
 shared memory with ``cp.async`` as ``staged`` does would hold more bytes in flight
 without registers, at ``W * U * 2 D * size`` more shared bytes a block (16 KiB at W=8,
-U=4: 2 blocks an SM instead of 3); left for after the device's first timing.
+U=4: 2 blocks an SM instead of 3); left for after the device's first timing. What is
+here instead, off by default (``PREFETCH``, template ``P``): after each batch of ``U``
+keys a warp asks the rows of its next two streams into L2 (``prefetch.global.L2``: no
+registers, no shared memory, no arithmetic; the register loads then wait on L2, not
+DRAM), ~4 KiB a stream at 192 keys; the probe times it against ``P = 0``.
 
 Not yet run on a GPU (tools/h200/s24-looped.sh is its gate): compiled with NVRTC 12.9
 for sm_90a at every template combination ``fits`` admits
@@ -66,6 +70,9 @@ from __future__ import annotations
 
 WARPS = 8  # W: warps a block (4, 8 or 16), 32 / W streams a warp
 WARP_CHOICES = (4, 8, 16)
+# P: each warp asks its next streams' rows into L2 ahead (``prefetch.global.L2``, no
+# registers, no arithmetic); off until the H200 times it (gqa_exact_probe.py looped)
+PREFETCH = False
 
 
 def bounds(warps: int) -> str:  # not gated: gpu only
@@ -176,6 +183,28 @@ SOURCE = """
     const int vs = static_cast<int>(v_strides[2]);
     const T* kb = k + b * k_strides[0] + g * k_strides[1];
     const T* vb = v + b * v_strides[0] + g * v_strides[1];
+    // P = 1: the rows of K and V of the next two streams after the one computing asked
+    // into L2 (prefetch.global.L2: no registers held, no arithmetic changed), after
+    // each batch of U keys; rows only below keys, only where rows are contiguous (vec)
+    auto prefetch = [&](int s) {
+        constexpr int LINES = (D * static_cast<int>(sizeof(T)) + 127) / 128;  // a row
+        const int n = (keys - 1 - s) / 32 + 1;
+        for (int e = lane; e < 2 * n * LINES; e += 32) {
+            const bool val = e >= n * LINES;
+            const int rest = val ? e - n * LINES : e;
+            const int key = rest / LINES;
+            const int row = s + 32 * key;
+            const T* p = (val ? vb + row * vs : kb + row * ks)
+                + (rest - key * LINES) * (128 / static_cast<int>(sizeof(T)));
+            asm volatile("prefetch.global.L2 [%0];" :: "l"(p));
+        }
+    };
+    int pf = warp;  // the next stream to prefetch
+    auto ahead = [&](int cur) {
+        if (P == 0 || !vec) return;
+        for (; pf <= cur + 2 * W && pf < last_stream; pf += W) prefetch(pf);
+    };
+    ahead(warp);
     int lr = warp < last_stream ? warp : -1;  // the next row to load
     int cr = lr;                              // the next row to compute
     while (cr >= 0) {
@@ -221,6 +250,7 @@ SOURCE = """
             cr = next(cr);
             if (cr < 0 || (cr & 31) != stream) flush(stream);  // its last key: store it
         }
+        if (cr >= 0) ahead(cr & 31);
     }
     for (int s = warp; s < 32; s += W) {  // streams without keys: MLX's initial state
         if (s >= last_stream) flush(s);
@@ -253,11 +283,17 @@ SOURCE = """
             a[4 * c + 2] = __fmul_rn(os[(4 * c + 2) * D], f4.z);
             a[4 * c + 3] = __fmul_rn(os[(4 * c + 3) * D], f4.w);
         }
+        // off = 16, 8, 4, 2, 1: a[s] += a[s + off] for s < off (each level spelled out,
+        // so that a[] stays in registers)
 #pragma unroll
-        for (int off = 16; off > 0; off >>= 1) {
+        for (int s = 0; s < 16; ++s) a[s] = __fadd_rn(a[s], a[s + 16]);
 #pragma unroll
-            for (int s = 0; s < off; ++s) a[s] = __fadd_rn(a[s], a[s + off]);
-        }
+        for (int s = 0; s < 8; ++s) a[s] = __fadd_rn(a[s], a[s + 8]);
+#pragma unroll
+        for (int s = 0; s < 4; ++s) a[s] = __fadd_rn(a[s], a[s + 4]);
+        a[0] = __fadd_rn(a[0], a[2]);
+        a[1] = __fadd_rn(a[1], a[3]);
+        a[0] = __fadd_rn(a[0], a[1]);
         out[(b * n_q_heads + g * G + j) * D + d] = static_cast<T>(__fmul_rn(a[0], sm_tot[j]));
     }
 """
