@@ -10,6 +10,7 @@ import mlx.core as mx
 import pytest
 
 from batchlab.engine.kernels import grouped_decode as gd
+from batchlab.engine.kernels import grouped_decode_looped as looped
 from batchlab.engine.paths.fast import FastScheduler, GroupedDecodeKV, UnmaskedDecodeKV
 
 
@@ -51,8 +52,6 @@ def test_keys_loaded_ahead_fit_64_registers():
 
 
 def test_the_looped_layout_fits_three_blocks_an_sm_at_the_8b_shape():
-    from batchlab.engine.kernels import grouped_decode_looped as looped
-
     # 32 streams x G x D floats of o, 3 x 32 x G of m, l, f, G reciprocals
     assert looped.shared_bytes(4, 128) == 4 * (32 * 4 * 128 + 3 * 32 * 4 + 4) == 67088
     assert looped.shared_bytes(1, 96) % 16 == 0
@@ -77,7 +76,7 @@ def test_the_layout_can_be_forced_by_the_environment(monkeypatch):
     with pytest.raises(ValueError, match="simple, staged, looped"):
         gd._forced_layout()
     monkeypatch.setattr(gd, "FORCED_LAYOUT", None)
-    assert (gd.layout_for(4), gd.layout_for(3)) == ("staged", "simple")  # the default
+    assert (gd.layout_for(4), gd.layout_for(3)) == ("looped", "looped")  # the default
     assert (gd.layout_for(4, "looped"), gd.layout_for(3, "looped")) == ("looped", "looped")
     assert (gd.layout_for(4, "simple"), gd.layout_for(3, "staged")) == ("simple", "simple")
     monkeypatch.setattr(gd, "FORCED_LAYOUT", "looped")
@@ -125,6 +124,21 @@ def test_the_kernel_runs_from_one_block_per_sm():
     assert gd.worth_it(16, 8) and gd.worth_it(256, 8) and gd.worth_it(128, 1)
 
 
-def test_the_staged_layout_needs_a_power_of_two_group():
-    assert [gd.layout_for(g) for g in (1, 2, 4, 8)] == [gd.LAYOUT] * 4
+def test_the_staged_layout_needs_a_power_of_two_group(monkeypatch):
+    monkeypatch.setattr(gd, "LAYOUT", "staged")
+    assert [gd.layout_for(g) for g in (1, 2, 4, 8)] == ["staged"] * 4
     assert [gd.layout_for(g) for g in (3, 5, 6)] == ["simple"] * 3
+
+
+def test_looped_takes_two_streams_a_warp_from_wide_keys(monkeypatch):
+    assert looped.warps_for(looped.WIDE_KEYS - 1, 4, 128) == looped.WARPS == 8
+    assert looped.warps_for(looped.WIDE_KEYS, 4, 128) == 16
+    assert looped.warps_for(255, 8, 64) == 8  # W = 16 spills there (unroll)
+    monkeypatch.delenv("BATCHLAB_GQA_WARPS", raising=False)
+    assert gd._forced_warps() is None
+    monkeypatch.setenv("BATCHLAB_GQA_WARPS", "16")
+    assert gd._forced_warps() == 16
+    for bad in ("12", "many"):
+        monkeypatch.setenv("BATCHLAB_GQA_WARPS", bad)
+        with pytest.raises(ValueError, match="4, 8, 16"):
+            gd._forced_warps()

@@ -121,7 +121,8 @@ def exact(variants) -> bool:
                     far, _ = compare(qs, k, v, scale, layout, warps, pf)
                     checked += 3
                     if not (same and graph and far):
-                        tag = layout + (f"/W{warps}" if warps else "") + ("+pf" if pf else "")
+                        tag = ((layout or "default") + (f"/W{warps}" if warps else "")
+                               + ("+pf" if pf else ""))
                         bad.append(f"{tag} B{b}/N{keys}: eval {same} (max diff {diff:.3g}) "
                                    f"graph {graph} far {far}")
         ok_all &= not bad
@@ -135,20 +136,24 @@ def looped_part() -> bool:
     """``looped`` alone: exactness (W = 8 everywhere; W = 4, 16 and W = 8 with the L2
     prefetch on two shapes), then time."""
     def variants(name):
-        extra = [("looped", 4, False), ("looped", 16, False), ("looped", 8, True)] \
+        extra = [("looped", 4, False), ("looped", 8, True)] \
             if name in ("llama-3.1-8b", "d64 G8") else []
-        return [("looped", 8, False), *extra]
+        return [("looped", 8, False), ("looped", 16, False), (None, None, None), *extra]
 
     ok_all = exact(variants)
     print(f"EXACT OK {'yes' if ok_all else 'no'}", flush=True)
     cols = [("looped", 4, False), ("looped", 8, False), ("looped", 16, False),
-            ("looped", 8, True), ("staged", None, None), ("simple", None, None)]
+            ("looped", 8, True), ("staged", None, None), ("simple", None, None),
+            (None, None, None)]
     print(f"{'shape':14s} {'B':>4s} {'keys':>5s} " + " ".join(
-        f"{(lay[:6] + (f'/{w}' if w else '') + ('+pf' if pf else '')) + ' us':>13s}"
+        f"{((lay or 'default')[:7] + (f'/{w}' if w else '') + ('+pf' if pf else '')) + ' us':>13s}"
         for lay, w, pf in cols)
         + f" {'MLX us':>8s} {'MB':>7s} {'GB/s best':>9s}", flush=True)
-    for b, keys in ((256, 128), (256, 192), (256, 255), (64, 192)):
-        hq, hkv, dim = 32, 8, 128
+    for name, hq, hkv, dim, b, keys in (
+            ("llama-3.1-8b", 32, 8, 128, 256, 128), ("llama-3.1-8b", 32, 8, 128, 256, 192),
+            ("llama-3.1-8b", 32, 8, 128, 256, 255), ("llama-3.1-8b", 32, 8, 128, 64, 192),
+            ("llama-3.2-1b", 32, 8, 64, 256, 192), ("llama-3.2-1b", 32, 8, 64, 64, 128),
+            ("qwen3-0.6b", 16, 8, 128, 256, 192)):
         q, kbuf, vbuf = inputs(b, hq, hkv, dim, BF, keys, 256)
         mx.eval(q, kbuf, vbuf)
         k, v = kbuf[:, :, :keys], vbuf[:, :, :keys]
@@ -156,7 +161,7 @@ def looped_part() -> bool:
             q, k, v, dim ** -0.5, lay, w, pf)) for lay, w, pf in cols]  # noqa: B023
         mlx = timed(lambda: SDPA(q, k, v, scale=dim ** -0.5, mask=None))  # noqa: B023
         mb = 2 * b * hkv * keys * dim * 2 / 1e6
-        print(f"{'llama-3.1-8b':14s} {b:4d} {keys:5d} " + " ".join(f"{u:13.1f}" for u in us)
+        print(f"{name:14s} {b:4d} {keys:5d} " + " ".join(f"{u:13.1f}" for u in us)
               + f" {mlx:8.1f} {mb:7.1f} {mb / min(us) * 1e3:9.0f}", flush=True)
     return ok_all
 

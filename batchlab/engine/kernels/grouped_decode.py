@@ -35,14 +35,15 @@ per query head, loads through ``cp.async``), the default where the group is a po
 two. Both matched MLX on the H200 (tools/h200/gqa_exact_probe.py,
 reports/bench/cuda-sm90/issue28-465ce3b/); their fallbacks for keys and values that are
 not 16-byte aligned (never the case for BatchKV's slices) did not run there. The third,
-``looped`` (``grouped_decode_looped.py``: ``simple``'s lanes, 8 warps a block each
-running 4 of the 32 streams, the merge through shared memory), has not run on a GPU
-yet; it is taken only where asked for (``layout=`` or ``BATCHLAB_GQA_LAYOUT``).
+``looped`` (``grouped_decode_looped.py``: ``simple``'s lanes, W = 8 or 16 warps a block
+each running 32 / W of the 32 streams, the merge through shared memory), is the default:
+it matched MLX on every shape the probe checks and ran 1.2-1.5x faster than ``staged``
+at llama-3.1-8b's heads (reports/bench/cuda-sm90/issue28-looped/).
 
-``BATCHLAB_GQA_LAYOUT`` (``simple``, ``staged`` or ``looped``; read once at import)
-replaces ``layout_for``'s choice for every call that names no layout (``staged`` only
-where the group is a power of two, else ``simple``), so one session can time a layout
-against the default.
+``BATCHLAB_GQA_LAYOUT`` (``simple``, ``staged`` or ``looped``) replaces ``layout_for``'s
+choice and ``BATCHLAB_GQA_WARPS`` (4, 8 or 16) ``looped.warps_for``'s, for every call
+that names none (both read once at import; ``staged`` only where the group is a power
+of two, else ``simple``), so one session can time a layout against the default.
 """
 
 from __future__ import annotations
@@ -61,7 +62,7 @@ MAX_KEYS = 255  # from 256 keys MLX may decode through cuDNN (docstring)
 HEAD_DIMS = (64, 96, 128)  # MLX's dispatch_headdim
 DTYPES = (mx.float16, mx.bfloat16, mx.float32)
 MAX_STATE = 16  # query heads x dims a lane owns: 1024 threads leave 64 registers each
-LAYOUT = "staged"  # the kernel's layout where the group allows it (layout_for)
+LAYOUT = "looped"  # the kernel's layout (layout_for); staged needs a power-of-two group
 # Below one block per SM (132 on the H200) MLX's kernel, with G times as many blocks,
 # is the faster of the two (B=1: 13 us a call against 23; B=64: 85 against 76); the bits
 # are the same either way, so this is speed alone.
@@ -102,7 +103,17 @@ def _forced_layout() -> str | None:
     return name or None
 
 
+def _forced_warps() -> int | None:
+    """``BATCHLAB_GQA_WARPS``, checked (read once, at import: module docstring)."""
+    name = os.environ.get("BATCHLAB_GQA_WARPS", "").strip()
+    if name and (not name.isdigit() or int(name) not in looped.WARP_CHOICES):
+        raise ValueError(f"BATCHLAB_GQA_WARPS={name!r}: one of "
+                         f"{', '.join(map(str, looped.WARP_CHOICES))}")
+    return int(name) if name else None
+
+
 FORCED_LAYOUT = _forced_layout()
+FORCED_WARPS = _forced_warps()
 
 _SOURCE = """
     constexpr int VPT = D / 32;
@@ -232,15 +243,12 @@ def _kernel(layout: str, shared: int, warps: int = WARPS):  # not gated: gpu onl
 
 
 def layout_for(group: int, forced: str | None = None) -> str:  # not gated: gpu only
-    """``staged`` (grouped_decode_staged.py) where the group splits a warp evenly into
-    power-of-two lane groups, else ``simple`` (MLX's layout, each head on every lane);
-    ``forced`` (default ``BATCHLAB_GQA_LAYOUT``) instead where it can run (``staged``
-    only at a power-of-two group)."""
-    forced = forced or FORCED_LAYOUT
+    """``LAYOUT``, or ``forced`` (default ``BATCHLAB_GQA_LAYOUT``) in its place; ``staged``
+    (grouped_decode_staged.py) runs only where the group splits a warp evenly into
+    power-of-two lane groups, else ``simple`` (MLX's layout) stands in."""
+    chosen = forced or FORCED_LAYOUT or LAYOUT
     pow2 = group & (group - 1) == 0
-    if forced:
-        return forced if forced != "staged" or pow2 else "simple"
-    return LAYOUT if pow2 else "simple"
+    return chosen if chosen != "staged" or pow2 else "simple"
 
 
 def unroll(group: int, dim: int, itemsize: int) -> int:  # not gated: gpu only
@@ -289,14 +297,15 @@ def grouped_decode_attention(  # not gated: gpu only
     ``mx.fast.scaled_dot_product_attention`` on CUDA; ``keys`` / ``values``
     ``(B, H_kv, N, D)`` as the cache served them (a view of its buffer is fine).
     ``layout`` (``simple``, ``staged`` or ``looped``) overrides ``layout_for``, and
-    ``warps`` ``looped``'s W (4, 8 or 16; default ``looped.WARPS``) and ``prefetch``
-    its L2 prefetch (default ``looped.PREFETCH``), for the probes."""
+    ``warps`` ``looped``'s W (4, 8 or 16; default ``BATCHLAB_GQA_WARPS`` or
+    ``looped.warps_for``) and ``prefetch`` its L2 prefetch (default
+    ``looped.PREFETCH``), for the probes."""
     b, n_q, _, dim = queries.shape
     n_kv = keys.shape[1]
     group = n_q // n_kv
     layout = layout or layout_for(group)
     if layout == "looped":
-        w = warps or looped.WARPS
+        w = warps or FORCED_WARPS or looped.warps_for(keys.shape[2], group, dim)
         if w not in looped.WARP_CHOICES:
             raise ValueError(f"looped warps {w}: one of {looped.WARP_CHOICES}")
         template = [("T", queries.dtype), ("D", dim), ("G", group), ("W", w),

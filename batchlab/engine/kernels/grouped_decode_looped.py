@@ -61,15 +61,19 @@ keys a warp asks the rows of its next two streams into L2 (``prefetch.global.L2`
 registers, no shared memory, no arithmetic; the register loads then wait on L2, not
 DRAM), ~4 KiB a stream at 192 keys; the probe times it against ``P = 0``.
 
-Not yet run on a GPU (tools/h200/s24-looped.sh is its gate): compiled with NVRTC 12.9
-for sm_90a at every template combination ``fits`` admits
-(tools/h200/looped_compile_check.py).
+Compiled with NVRTC 12.9 for sm_90a at every template combination ``fits`` admits
+(tools/h200/looped_compile_check.py); on the H200 its output equals
+``mx.fast.scaled_dot_product_attention``'s on every shape of
+tools/h200/gqa_exact_probe.py (reports/bench/cuda-sm90/issue28-looped/).
 """
 
 from __future__ import annotations
 
 WARPS = 8  # W: warps a block (4, 8 or 16), 32 / W streams a warp
 WARP_CHOICES = (4, 8, 16)
+# From this many keys W = 16 (two streams a warp) beat W = 8 at llama-3.1-8b's heads on
+# the H200, below it W = 8 did (reports/bench/cuda-sm90/issue28-looped/)
+WIDE_KEYS = 160
 # P: each warp asks its next streams' rows into L2 ahead (``prefetch.global.L2``, no
 # registers, no arithmetic); off until the H200 times it (gqa_exact_probe.py looped)
 PREFETCH = False
@@ -80,6 +84,14 @@ def bounds(warps: int) -> str:  # not gated: gpu only
     an SM enough for 768 threads (85 registers a thread) or, at W=16, two (64)."""
     return ("#undef __global__\n#define __global__ __location__(global) "
             f"__launch_bounds__({32 * warps}, {min_blocks(warps)})\n")
+
+
+def warps_for(keys: int, group: int, dim: int) -> int:  # not gated: gpu only
+    """W for a call: 16 from ``WIDE_KEYS`` keys, where it compiles without spills (not at
+    D=64, G=8: ``unroll``), else ``WARPS``."""
+    if keys >= WIDE_KEYS and not (dim == 64 and group == 8):
+        return 16
+    return WARPS
 
 
 def min_blocks(warps: int) -> int:  # not gated: gpu only
