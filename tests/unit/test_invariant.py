@@ -417,16 +417,17 @@ def test_the_row_gemm_takes_2d_16_bit_weights_whose_k_is_whole_8_value_loads():
     assert TILED_FROM == 65
 
 
-def test_the_row_gemm_fills_the_device_only_when_asked(monkeypatch):
-    """``BATCHLAB_ROW_GEMM_FILL=1``: the tiled kernel splits its classes over blocks
-    where a 128 x 64 tiling is under two waves, and 17-64 rows take 32-row tiles; off by
-    default. Shapes alone (the bits are K's), so this checks the choice, exactly."""
+def test_the_row_gemm_fills_the_device_unless_told_not_to(monkeypatch):
+    """By default the tiled kernel splits its classes over blocks where a 128 x 64
+    tiling is under two waves, and 17-64 rows take 32-row tiles;
+    ``BATCHLAB_ROW_GEMM_FILL=0`` keeps the base shapes. Shapes alone (the bits are K's),
+    so this checks the choice, exactly."""
     from batchlab.engine.kernels import row_gemm as rg
 
-    monkeypatch.delenv(rg.FILL_ENV, raising=False)
+    monkeypatch.setenv(rg.FILL_ENV, "0")
     assert rg._shape(256, 512, True) == rg.TILED and rg.TILED.ks == 1
     assert rg._shape(64, 512, False) == rg._tiling(64)
-    monkeypatch.setenv(rg.FILL_ENV, "1")
+    monkeypatch.delenv(rg.FILL_ENV, raising=False)
     assert rg.TILED.tile == (128, 64) and rg.FILL_BELOW_BLOCKS == 264
     assert rg._shape(256, 512, True) == rg.TILED_KSPLIT  # 2 x 8 blocks
     assert rg.TILED_KSPLIT.ks == rg.K_WARPS and rg.TILED_KSPLIT.wm == rg.TILED.wm

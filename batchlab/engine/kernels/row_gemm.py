@@ -483,13 +483,17 @@ CANDIDATE_TILED = (
     TiledShape(wm=2, wn=4, mt=4, nf=4, stages=3))
 
 
-# Shapes that fill the device where the defaults leave it under two waves of blocks (132
-# SMs on the H200), opt-in (BATCHLAB_ROW_GEMM_FILL=1) until a decode step has been
-# measured with them. Nsight Compute, llama-3.2-1b's k/v (2048 x 512) and q/o (2048 x
-# 2048), caches flushed (reports/bench/cuda-sm90/issue28-shapes/):
+# Shapes that fill the device where the base shapes leave it under two waves of blocks
+# (132 SMs on the H200); the default since a decode step was measured with them
+# (BATCHLAB_ROW_GEMM_FILL=0 turns them off, to time the base shapes). Nsight Compute,
+# llama-3.2-1b's k/v (2048 x 512) and q/o (2048 x 2048), caches flushed
+# (reports/bench/cuda-sm90/issue28-shapes/):
 # - tiled, the four classes on separate blocks (ks = K_WARPS: 4x the blocks, then the
 #   float32 add): 14-17 us a product at 128 and 256 rows against 40 (8 and 32 blocks);
 # - split at 17-64 rows, 32-row tiles instead of 64: 14 us at 64 rows against 23.
+# The invariant decode step with them against without, same run: 0.91x at llama-3.2-1b
+# B=64, 0.84x at B=256, 0.89x at llama-3.1-8b B=256; the CUDA gate's 82 cells of 33-129
+# rows passed with them (reports/bench/cuda-sm90/issue28-looped/s22-fill/).
 FILL_ENV = "BATCHLAB_ROW_GEMM_FILL"
 FILL_BELOW_BLOCKS = 2 * 132
 TILED_KSPLIT = replace(TILED, ks=K_WARPS)
@@ -499,11 +503,11 @@ SPLIT_FILL = SplitShape(cw=2, nf=2, mt=2, u=4, xb=True)
 def _shape(m: int, n: int, tiled: bool) -> SplitShape | TiledShape:  # not gated: gpu only
     """The launch shape for an (m, n) output: who computes what, never how."""
     if not tiled:  # the environment read only where it can change the shape (not at B = 1)
-        if 16 < m <= 64 and os.environ.get(FILL_ENV) == "1":
+        if 16 < m <= 64 and os.environ.get(FILL_ENV) != "0":
             return SPLIT_FILL
         return _tiling(m)
     bm, bn = TILED.tile
-    if -(-m // bm) * -(-n // bn) < FILL_BELOW_BLOCKS and os.environ.get(FILL_ENV) == "1":
+    if -(-m // bm) * -(-n // bn) < FILL_BELOW_BLOCKS and os.environ.get(FILL_ENV) != "0":
         return TILED_KSPLIT
     return TILED
 
