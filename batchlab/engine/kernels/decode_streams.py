@@ -9,7 +9,14 @@ keeping an online softmax per query head of the group.
 - ``WRITE_PARTIAL``: the text that writes them as the chunk's partial, which
   ``quantized_decode.combine_chunks`` combines in chunk order;
 - the launch inputs both pass: the scale as a float32 array, a one-element mask when
-  there is none.
+  there is none;
+- ``MLX_QUERY_STATE``: the text that opens a stream the way MLX's one-pass kernel does
+  (the query times ``scale * log2(e)`` in the lanes' dims, the running ``m``, ``l``,
+  ``o`` of every query head of the group), which both layouts of ``grouped_decode.py``
+  that keep MLX's lanes (``simple`` and ``looped``) start from, and
+  ``MLX_KEY_UPDATE``: their step for key ``u`` of the loaded ``kk`` / ``vv`` (the score
+  ``fma`` chain over the lane's dims, the warp's butterfly sum, the online softmax
+  update of ``m``, ``l``, ``o``), in MLX's order.
 """
 
 from __future__ import annotations
@@ -17,6 +24,43 @@ from __future__ import annotations
 import functools
 
 import mlx.core as mx
+
+MLX_QUERY_STATE = """    float qv[G][VPT];
+    float o[G][VPT];
+    float m[G];
+    float l[G];
+#pragma unroll
+    for (int j = 0; j < G; ++j) {
+        const T* qp = q + b * q_strides[0] + (g * G + j) * q_strides[1];
+#pragma unroll
+        for (int i = 0; i < VPT; ++i) {
+            const float x = static_cast<float>(qp[(VPT * lane + i) * q_strides[3]]);
+            qv[j][i] = __fmul_rn(scale_log2, x);
+            o[j][i] = 0.0f;
+        }
+        m[j] = -3.40282347e+38f;  // Limits<float>::finite_min()
+        l[j] = 0.0f;
+    }
+"""
+MLX_KEY_UPDATE = """#pragma unroll
+            for (int j = 0; j < G; ++j) {
+                float s = __fmaf_rn(qv[j][0], static_cast<float>(kk[u].v[0]), 0.0f);
+#pragma unroll
+                for (int i = 1; i < VPT; ++i) {
+                    s = __fmaf_rn(qv[j][i], static_cast<float>(kk[u].v[i]), s);
+                }
+                s = warp_sum(s);
+                const float mn = fmaxf(m[j], s);
+                const float f = ex2_approx(__fsub_rn(m[j], mn));
+                const float e = ex2_approx(__fsub_rn(s, mn));
+                m[j] = mn;
+                l[j] = __fmaf_rn(f, l[j], e);
+#pragma unroll
+                for (int i = 0; i < VPT; ++i) {
+                    o[j][i] = __fmaf_rn(f, o[j][i], __fmul_rn(e, static_cast<float>(vv[u].v[i])));
+                }
+            }
+"""
 
 NEG_INF_HEADER = "#define NEG_INF (-__int_as_float(0x7f800000))\n"
 

@@ -55,7 +55,7 @@ import mlx.core as mx
 
 from batchlab.engine.kernels import grouped_decode_looped as looped
 from batchlab.engine.kernels import grouped_decode_staged as staged
-from batchlab.engine.kernels.decode_streams import scale_array
+from batchlab.engine.kernels.decode_streams import MLX_KEY_UPDATE, MLX_QUERY_STATE, scale_array
 
 WARPS = 32  # MLX's BN: warps per block, one key stream each
 MAX_KEYS = 255  # from 256 keys MLX may decode through cuDNN (docstring)
@@ -133,22 +133,7 @@ _SOURCE = """
         && (k_strides[1] % VPT) == 0 && (v_strides[1] % VPT) == 0
         && (k_strides[0] % VPT) == 0 && (v_strides[0] % VPT) == 0;
 
-    float qv[G][VPT];
-    float o[G][VPT];
-    float m[G];
-    float l[G];
-#pragma unroll
-    for (int j = 0; j < G; ++j) {
-        const T* qp = q + b * q_strides[0] + (g * G + j) * q_strides[1];
-#pragma unroll
-        for (int i = 0; i < VPT; ++i) {
-            const float x = static_cast<float>(qp[(VPT * lane + i) * q_strides[3]]);
-            qv[j][i] = __fmul_rn(scale_log2, x);
-            o[j][i] = 0.0f;
-        }
-        m[j] = -3.40282347e+38f;  // Limits<float>::finite_min()
-        l[j] = 0.0f;
-    }
+""" + MLX_QUERY_STATE + """\
     const T* kb = k + b * k_strides[0] + g * k_strides[1];
     const T* vb = v + b * v_strides[0] + g * v_strides[1];
     for (int base = warp; base < keys; base += 32 * U) {
@@ -172,24 +157,7 @@ _SOURCE = """
 #pragma unroll
         for (int u = 0; u < U; ++u) {
             if (base + 32 * u >= keys) break;  // uniform over the warp
-#pragma unroll
-            for (int j = 0; j < G; ++j) {
-                float s = __fmaf_rn(qv[j][0], static_cast<float>(kk[u].v[0]), 0.0f);
-#pragma unroll
-                for (int i = 1; i < VPT; ++i) {
-                    s = __fmaf_rn(qv[j][i], static_cast<float>(kk[u].v[i]), s);
-                }
-                s = warp_sum(s);
-                const float mn = fmaxf(m[j], s);
-                const float f = ex2_approx(__fsub_rn(m[j], mn));
-                const float e = ex2_approx(__fsub_rn(s, mn));
-                m[j] = mn;
-                l[j] = __fmaf_rn(f, l[j], e);
-#pragma unroll
-                for (int i = 0; i < VPT; ++i) {
-                    o[j][i] = __fmaf_rn(f, o[j][i], __fmul_rn(e, static_cast<float>(vv[u].v[i])));
-                }
-            }
+""" + MLX_KEY_UPDATE + """\
         }
     }
 

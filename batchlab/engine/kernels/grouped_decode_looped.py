@@ -69,6 +69,8 @@ tools/h200/gqa_exact_probe.py (reports/bench/cuda-sm90/issue28-looped/).
 
 from __future__ import annotations
 
+from batchlab.engine.kernels.decode_streams import MLX_KEY_UPDATE, MLX_QUERY_STATE
+
 WARPS = 8  # W: warps a block (4, 8 or 16), 32 / W streams a warp
 WARP_CHOICES = (4, 8, 16)
 # From this many keys W = 16 (two streams a warp) beat W = 8 at llama-3.1-8b's heads on
@@ -147,22 +149,7 @@ SOURCE = """
     float* sm_l = sm_m + G * 32;
     float* sm_tot = sm_l + G * 32;
 
-    float qv[G][VPT];
-    float o[G][VPT];
-    float m[G];
-    float l[G];
-#pragma unroll
-    for (int j = 0; j < G; ++j) {
-        const T* qp = q + b * q_strides[0] + (g * G + j) * q_strides[1];
-#pragma unroll
-        for (int i = 0; i < VPT; ++i) {
-            const float x = static_cast<float>(qp[(VPT * lane + i) * q_strides[3]]);
-            qv[j][i] = __fmul_rn(scale_log2, x);
-            o[j][i] = 0.0f;
-        }
-        m[j] = -3.40282347e+38f;  // Limits<float>::finite_min()
-        l[j] = 0.0f;
-    }
+""" + MLX_QUERY_STATE + """\
     // a finished stream's state to shared memory, and MLX's initial state back
     auto flush = [&](int s) {
 #pragma unroll
@@ -240,24 +227,7 @@ SOURCE = """
 #pragma unroll
         for (int u = 0; u < U; ++u) {
             if (cr < 0) break;  // uniform over the warp
-#pragma unroll
-            for (int j = 0; j < G; ++j) {
-                float s = __fmaf_rn(qv[j][0], static_cast<float>(kk[u].v[0]), 0.0f);
-#pragma unroll
-                for (int i = 1; i < VPT; ++i) {
-                    s = __fmaf_rn(qv[j][i], static_cast<float>(kk[u].v[i]), s);
-                }
-                s = warp_sum(s);
-                const float mn = fmaxf(m[j], s);
-                const float f = ex2_approx(__fsub_rn(m[j], mn));
-                const float e = ex2_approx(__fsub_rn(s, mn));
-                m[j] = mn;
-                l[j] = __fmaf_rn(f, l[j], e);
-#pragma unroll
-                for (int i = 0; i < VPT; ++i) {
-                    o[j][i] = __fmaf_rn(f, o[j][i], __fmul_rn(e, static_cast<float>(vv[u].v[i])));
-                }
-            }
+""" + MLX_KEY_UPDATE + """\
             const int stream = cr & 31;
             cr = next(cr);
             if (cr < 0 || (cr & 31) != stream) flush(stream);  // its last key: store it
