@@ -94,6 +94,20 @@ def text_rows(tokens: tuple[int, ...], *, rows: int, length: int, context: int,
     return out
 
 
+def _host_logprobs(emitted) -> list[np.ndarray]:
+    """Each emission's (V,) float32 log-probabilities, one host copy per step's (B, V)
+    array: a copy per row was a device round trip per row, a large share of the H200's
+    whole-corpus run (its profile: reports/bench/cuda-sm90/issue28-looped/)."""
+    copies: dict[int, np.ndarray] = {}
+    out = []
+    for e in emitted:
+        key = id(e.step_logprobs)  # the emissions hold the arrays: ids stay unique
+        if key not in copies:
+            copies[key] = np.array(e.step_logprobs.astype(mx.float32))
+        out.append(copies[key][e.row])
+    return out
+
+
 def _scheduler(model: nn.Module, path: str, batch: int, step: int, rows: list[TextRow]):
     config = ScheduleConfig(prefill_batch_size=batch, completion_batch_size=batch,
                             prefill_step_size=step)
@@ -121,10 +135,11 @@ def teacher_forced(model: nn.Module, rows: list[TextRow], paths: list[str], refe
     left: dict[tuple[str, int], int] = {}  # paths yet to score a reference position
     while any(s.num_active for s in schedulers.values()):
         for p, s in schedulers.items():
-            for e in s.step():
+            emitted = s.step()
+            for e, logprobs in zip(emitted, _host_logprobs(emitted), strict=True):
                 k = counts[p][e.name]
                 counts[p][e.name] += 1
-                pending[p][(e.name, k)] = np.array(e.logprobs.astype(mx.float32))
+                pending[p][(e.name, k)] = logprobs
                 if p == reference:
                     left[(e.name, k)] = len(scores)
         ref = pending[reference]

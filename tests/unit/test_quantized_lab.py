@@ -11,7 +11,7 @@ from batchlab.engine.core.cost import RowCost
 from batchlab.engine.paths.quantized.kv import BatchQuantizedKV, KVQuant
 from batchlab.engine.paths.registry import PATHS, Unsupported, resolve_path
 from batchlab.lab.report import markdown, summarize
-from batchlab.lab.run import Scores, text_rows
+from batchlab.lab.run import Scores, _host_logprobs, text_rows
 from batchlab.oracle.quantized_serial import mlx_lm_steps, serial_quantized_steps
 from batchlab.zoo import load
 
@@ -88,6 +88,29 @@ def test_text_rows_are_ragged_consecutive_slices():
     rows = text_rows(tuple(range(100)), rows=5, length=16, context=4)
     assert [len(r.ids) for r in rows] == [16, 14, 16, 14, 16]
     assert rows[1].ids[0] == 16 and rows[2].ids[0] == 30 and rows[0].context == 4
+
+
+def test_the_host_gets_each_rows_logprobs_from_one_copy_a_step(monkeypatch):
+    """Each emission's row of its step's (B, V) array, in float32, bit for bit what a
+    copy of that row alone gives; one host copy per distinct step array."""
+    import numpy as np
+
+    from batchlab.engine.core.scheduler import Emission
+    from batchlab.lab import run
+
+    step = mx.random.normal((3, 7)).astype(mx.bfloat16)
+    prefill = mx.random.normal((1, 7)).astype(mx.bfloat16)
+    emitted = [Emission(name=n, token=0, finished=False, step_logprobs=a, row=r)
+               for n, a, r in (("a", step, 2), ("b", prefill, 0), ("c", step, 0))]
+    copies = []
+    real = np.array
+    monkeypatch.setattr(run.np, "array", lambda x, *a, **k: copies.append(1) or real(x))
+    got = _host_logprobs(emitted)
+    monkeypatch.undo()
+    assert len(copies) == 2
+    for e, row in zip(emitted, got, strict=True):
+        alone = np.array(e.logprobs.astype(mx.float32))
+        assert row.dtype == np.float32 and row.tobytes() == alone.tobytes()
 
 
 def test_row_bytes_per_layer_kind():
