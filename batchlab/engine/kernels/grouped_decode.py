@@ -106,7 +106,8 @@ def _forced_layout() -> str | None:
 def _forced_warps() -> int | None:
     """``BATCHLAB_GQA_WARPS``, checked (read once, at import: module docstring)."""
     name = os.environ.get("BATCHLAB_GQA_WARPS", "").strip()
-    if name and (not name.isdigit() or int(name) not in looped.WARP_CHOICES):
+    known = not name or (name.isdigit() and int(name) in looped.WARP_CHOICES)
+    if not known:  # not gated: gpu only
         raise ValueError(f"BATCHLAB_GQA_WARPS={name!r}: one of "
                          f"{', '.join(map(str, looped.WARP_CHOICES))}")
     return int(name) if name else None
