@@ -31,8 +31,8 @@ calls of at least ``MIN_BLOCKS`` blocks (``worth_it``: same bits, speed alone).
 
 Three layouts of that arithmetic: ``simple`` (this file: MLX's lanes, each query head of
 the group on the whole warp) and ``staged`` (``grouped_decode_staged.py``: a lane group
-per query head, loads through ``cp.async``), the default where the group is a power of
-two. Both matched MLX on the H200 (tools/h200/gqa_exact_probe.py,
+per query head, loads through ``cp.async``; the default before ``looped``, where the
+group is a power of two). Both matched MLX on the H200 (tools/h200/gqa_exact_probe.py,
 reports/bench/cuda-sm90/issue28-465ce3b/); their fallbacks for keys and values that are
 not 16-byte aligned (never the case for BatchKV's slices) did not run there. The third,
 ``looped`` (``grouped_decode_looped.py``: ``simple``'s lanes, W = 8 or 16 warps a block
