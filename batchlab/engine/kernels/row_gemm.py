@@ -491,10 +491,8 @@ CANDIDATE_TILED = (
 # - tiled, the four classes on separate blocks (ks = K_WARPS: 4x the blocks, then the
 #   float32 add): 14-17 us a product at 128 and 256 rows against 40 (8 and 32 blocks);
 # - split at 17-64 rows, 32-row tiles instead of 64: 14 us at 64 rows against 23.
-# The invariant decode step's time / l1's, without -> with them: llama-3.2-1b 1.33x ->
-# 1.28x (B=64), 1.03x -> 0.87x (B=256); llama-3.1-8b 1.52x -> 1.34x (B=256); the CUDA
-# gate's 82 cells of 33-129 rows passed with them
-# (reports/bench/cuda-sm90/issue28-looped/s22-fill/).
+# The decode step with and without them, and their CUDA gate: docs/invariant.md ("The
+# row GEMM").
 FILL_ENV = "BATCHLAB_ROW_GEMM_FILL"
 FILL_BELOW_BLOCKS = 2 * 132
 TILED_KSPLIT = replace(TILED, ks=K_WARPS)
