@@ -142,3 +142,30 @@ def test_looped_takes_two_streams_a_warp_from_wide_keys(monkeypatch):
         monkeypatch.setenv("BATCHLAB_GQA_WARPS", bad)
         with pytest.raises(ValueError, match="4, 8, 16"):
             gd._forced_warps()
+
+
+def test_looped_rings_take_the_shared_memory_its_blocks_leave(monkeypatch):
+    # a warp's ring: R slots of a K row and a V row
+    assert looped.ring_bytes(128, 2, 16, 4) == 16 * 4 * 2 * 128 * 2 == 32768
+    # llama-3.1-8b heads: W = 16 keeps its 2 blocks an SM with 4 slots (8 would leave one),
+    # W = 8 its 3 with 2; llama-3.2-1b heads (D = 64) take 8 slots at W = 8 and 16
+    assert [looped.ring_slots(4, 128, 2, w) for w in (4, 8, 16)] == [4, 2, 4]
+    assert [looped.ring_slots(4, 64, 2, w) for w in (4, 8, 16)] == [2, 8, 8]
+    assert [looped.ring_slots(4, 128, 4, w) for w in (4, 8, 16)] == [2, 0, 2]
+    for w in looped.WARP_CHOICES:
+        slots = looped.ring_slots(4, 128, 2, w)
+        base = looped.shared_bytes(4, 128) + looped.BLOCK_RESERVED
+        blocks = min(looped.min_blocks(w), looped.SM_SHARED // base)
+        assert blocks * (base + looped.ring_bytes(128, 2, w, slots)) <= looped.SM_SHARED
+    # a lane's share of a row must be a cp.async size: 4, 8 or 16 bytes, not head dim 96's
+    assert looped.can_ring(64, 2) and looped.can_ring(128, 4)
+    assert not looped.can_ring(96, 2) and not looped.can_ring(96, 4)
+    assert [looped.ring_slots(4, 96, 2, w) for w in (4, 8, 16)] == [0, 0, 0]
+    monkeypatch.delenv("BATCHLAB_GQA_RING", raising=False)
+    assert gd._forced_ring() is None
+    monkeypatch.setenv("BATCHLAB_GQA_RING", "0")
+    assert gd._forced_ring() == 0
+    for bad in ("3", "16", "all"):
+        monkeypatch.setenv("BATCHLAB_GQA_RING", bad)
+        with pytest.raises(ValueError, match="0, 2, 4, 8"):
+            gd._forced_ring()

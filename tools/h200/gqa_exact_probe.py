@@ -18,13 +18,17 @@ shapes (``EXACT OK``), then a timing table: looped at each W (and W = 8 with the
 prefetch) against staged, simple and MLX at llama-3.1-8b's heads (B = 256 at 128, 192
 and 255 keys; B = 64 at 192), median of 7 rounds of 24 calls.
 
+Part ``ring``: the same comparisons for ``looped`` with its ``cp.async`` ring (the
+default, and W = 8 / 16 at each ring size), keys and values also as strided views, then
+its timing table against no ring.
+
 Part ``fast``: the ``fast`` path's scheduler on bench shapes (real widths, few layers,
 random weights, greedy), equal prompts with rows finishing at different steps and a
 ragged join, once with ``BATCHLAB_FAST_GQA=0`` and once with ``=1``: every emitted token
 and the bytes of every logprobs vector must be equal, and the kernel must have run
 (``FAST SAME yes``).
 
-    PYTHONPATH=/tmp/site:$PWD python3 tools/h200/gqa_exact_probe.py [kernel|looped|fast|all]
+    PYTHONPATH=/tmp/site:$PWD python3 tools/h200/gqa_exact_probe.py [kernel|looped|ring|fast|all]
 """
 
 from __future__ import annotations
@@ -66,8 +70,9 @@ def inputs(b, hq, hkv, dim, dt, keys, width, spread=1.0):
 LAYOUTS = ("simple", "staged", "looped")
 
 
-def compare(q, k, v, scale, layout=None, warps=None, prefetch=None) -> tuple[bool, float]:
-    ours = gd.grouped_decode_attention(q, k, v, scale, layout, warps, prefetch)
+def compare(q, k, v, scale, layout=None, warps=None, prefetch=None,
+            ring=None) -> tuple[bool, float]:
+    ours = gd.grouped_decode_attention(q, k, v, scale, layout, warps, prefetch, ring)
     mlx = SDPA(q, k, v, scale=scale, mask=None)
     same = mx.array_equal(ours, mlx)
     diff = mx.abs(ours.astype(F32) - mlx.astype(F32)).max()
@@ -75,13 +80,14 @@ def compare(q, k, v, scale, layout=None, warps=None, prefetch=None) -> tuple[boo
     return bool(same.item()), float(diff.item())
 
 
-def in_graph(q, kbuf, vbuf, keys, scale, layout=None, warps=None, prefetch=None):
+def in_graph(q, kbuf, vbuf, keys, scale, layout=None, warps=None, prefetch=None,
+             ring=None):
     """keys / values written into a zero buffer and sliced, in the attention's graph."""
     zk, zv = mx.zeros_like(kbuf), mx.zeros_like(vbuf)
     zk[..., :keys, :] = kbuf[..., :keys, :]
     zv[..., :keys, :] = vbuf[..., :keys, :]
     k, v = zk[..., :keys, :], zv[..., :keys, :]
-    ours = gd.grouped_decode_attention(q, k, v, scale, layout, warps, prefetch)
+    ours = gd.grouped_decode_attention(q, k, v, scale, layout, warps, prefetch, ring)
     mlx = SDPA(q, k, v, scale=scale, mask=None)
     same = mx.array_equal(ours, mlx)
     mx.eval(same)
@@ -100,9 +106,11 @@ def timed(fn, n=24, rounds=7) -> float:
     return statistics.median(per) * 1e6
 
 
-def exact(variants) -> bool:
+def exact(variants, strided=False) -> bool:
     """Every head shape, batch and key count of ``HEADS`` x ``KEYS`` (evaluated inputs,
-    in-graph, far-apart scores) for each (layout, warps, prefetch) of ``variants(name)``."""
+    in-graph, far-apart scores) for each (layout, warps, prefetch[, ring]) of
+    ``variants(name)``; with ``strided``, also keys and values whose dims are not
+    contiguous (a transposed buffer: the kernels' gather fallbacks)."""
     mx.random.seed(0)
     ok_all, checked = True, 0
     for name, hq, hkv, dim, dt, batches in HEADS:
@@ -115,16 +123,23 @@ def exact(variants) -> bool:
                 k, v = kbuf[:, :, :keys], vbuf[:, :, :keys]
                 assert gd.fits(q, k, v, None, None), (name, b, keys)
                 qs = (q.astype(F32) * 40).astype(dt)  # scores ~hundreds apart: exp2 underflows
-                for layout, warps, pf in variants(name):
-                    same, diff = compare(q, k, v, scale, layout, warps, pf)
-                    graph = in_graph(q, kbuf, vbuf, keys, scale, layout, warps, pf)
-                    far, _ = compare(qs, k, v, scale, layout, warps, pf)
-                    checked += 3
-                    if not (same and graph and far):
+                if strided:
+                    kt = mx.swapaxes(mx.swapaxes(kbuf, 2, 3) + 0, 2, 3)[:, :, :keys]
+                    vt = mx.swapaxes(mx.swapaxes(vbuf, 2, 3) + 0, 2, 3)[:, :, :keys]
+                    mx.eval(kt, vt)
+                for layout, warps, pf, *ring in variants(name):
+                    r = ring[0] if ring else None
+                    same, diff = compare(q, k, v, scale, layout, warps, pf, r)
+                    graph = in_graph(q, kbuf, vbuf, keys, scale, layout, warps, pf, r)
+                    far, _ = compare(qs, k, v, scale, layout, warps, pf, r)
+                    gather = compare(q, kt, vt, scale, layout, warps, pf, r)[0] \
+                        if strided else True
+                    checked += 3 + strided
+                    if not (same and graph and far and gather):
                         tag = ((layout or "default") + (f"/W{warps}" if warps else "")
-                               + ("+pf" if pf else ""))
+                               + ("+pf" if pf else "") + (f"/R{r}" if r is not None else ""))
                         bad.append(f"{tag} B{b}/N{keys}: eval {same} (max diff {diff:.3g}) "
-                                   f"graph {graph} far {far}")
+                                   f"graph {graph} far {far} strided {gather}")
         ok_all &= not bad
         print(f"{name:14s} D={dim:3d} G={hq // hkv} {str(dt):14s} B {batches}: "
               f"{'all equal' if not bad else 'DIFFER ' + '; '.join(bad[:6])}", flush=True)
@@ -162,6 +177,40 @@ def looped_part() -> bool:
         mlx = timed(lambda: SDPA(q, k, v, scale=dim ** -0.5, mask=None))  # noqa: B023
         mb = 2 * b * hkv * keys * dim * 2 / 1e6
         print(f"{name:14s} {b:4d} {keys:5d} " + " ".join(f"{u:13.1f}" for u in us)
+              + f" {mlx:8.1f} {mb:7.1f} {mb / min(us) * 1e3:9.0f}", flush=True)
+    return ok_all
+
+
+def ring_part() -> bool:
+    """``looped`` with its ``cp.async`` ring: exactness (the default; no ring and every
+    ring size at W = 8 and 16 on the 8B, 1B and G = 8 shapes, rings at W = 8 and 16
+    elsewhere; keys and values also as strided views), then time."""
+    def variants(name):
+        sizes = (0, 2, 4, 8) if name in ("llama-3.1-8b", "llama-3.2-1b", "d64 G8") else (0, 4)
+        return [(None, None, None)] + [("looped", w, False, r) for w in (8, 16) for r in sizes]
+
+    ok_all = exact(variants, strided=True)
+    print(f"EXACT OK {'yes' if ok_all else 'no'}", flush=True)
+    cols = [("looped", 8, 0), ("looped", 16, 0), ("looped", 8, 2), ("looped", 8, 4),
+            ("looped", 8, 8),
+            ("looped", 16, 2), ("looped", 16, 4), ("looped", 16, 8), (None, None, None)]
+    print(f"{'shape':14s} {'B':>4s} {'keys':>5s} " + " ".join(
+        f"{(f'W{w}/R{r}' if w else 'default') + ' us':>11s}" for _, w, r in cols)
+        + f" {'MLX us':>8s} {'MB':>7s} {'GB/s best':>9s}", flush=True)
+    for name, hq, hkv, dim, b, keys in (
+            ("llama-3.1-8b", 32, 8, 128, 256, 128), ("llama-3.1-8b", 32, 8, 128, 256, 192),
+            ("llama-3.1-8b", 32, 8, 128, 256, 255), ("llama-3.1-8b", 32, 8, 128, 64, 192),
+            ("llama-3.1-8b", 32, 8, 128, 16, 192),
+            ("llama-3.2-1b", 32, 8, 64, 256, 192), ("llama-3.2-1b", 32, 8, 64, 64, 128),
+            ("qwen3-0.6b", 16, 8, 128, 256, 192)):
+        q, kbuf, vbuf = inputs(b, hq, hkv, dim, BF, keys, 256)
+        mx.eval(q, kbuf, vbuf)
+        k, v = kbuf[:, :, :keys], vbuf[:, :, :keys]
+        us = [timed(lambda lay=lay, w=w, r=r: gd.grouped_decode_attention(
+            q, k, v, dim ** -0.5, lay, w, None, r)) for lay, w, r in cols]  # noqa: B023
+        mlx = timed(lambda: SDPA(q, k, v, scale=dim ** -0.5, mask=None))  # noqa: B023
+        mb = 2 * b * hkv * keys * dim * 2 / 1e6
+        print(f"{name:14s} {b:4d} {keys:5d} " + " ".join(f"{u:11.1f}" for u in us)
               + f" {mlx:8.1f} {mb:7.1f} {mb / min(us) * 1e3:9.0f}", flush=True)
     return ok_all
 
@@ -264,6 +313,8 @@ if __name__ == "__main__":
     ok = True
     if what == "looped":
         ok &= looped_part()
+    if what == "ring":
+        ok &= ring_part()
     if what in ("kernel", "all"):
         ok &= kernel_part()
     if what in ("fast", "all"):

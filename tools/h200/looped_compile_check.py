@@ -129,6 +129,8 @@ def main() -> int:
     ap.add_argument("--warps", default=",".join(str(w) for w in looped.WARP_CHOICES))
     ap.add_argument("--unroll", default="", help="looped U to try instead of unroll()")
     ap.add_argument("--prefetch", default="0,1", help="looped P (L2 prefetch) to compile")
+    ap.add_argument("--ring", default="", help="looped R to try instead of ring_slots() "
+                    "(0: no ring)")
     args = ap.parse_args()
     if not args.nvrtc or not args.include:
         print("NVRTC or the CUDA headers not found (see the docstring)")
@@ -144,19 +146,25 @@ def main() -> int:
                 continue
             if layout == "looped":
                 warps_list = [int(x) for x in args.warps.split(",")]
-                variants = [(w, u, p) for w in warps_list
+                def rings(w, group=group, dim=dim, size=size):
+                    return ([int(r) for r in args.ring.split(",")] if args.ring
+                            else [looped.ring_slots(group, dim, size, w)])
+                variants = [(w, u, p, r) for w in warps_list
                             for u in ([int(u) for u in args.unroll.split(",")]
                                       if args.unroll else [looped.unroll(group, dim, w)])
-                            for p in (int(x) for x in args.prefetch.split(","))]
+                            for p in (int(x) for x in args.prefetch.split(","))
+                            for r in rings(w)
+                            if r == 0 or looped.can_ring(dim, size)]
             else:
                 variants = [(32, staged.SLOTS if layout == "staged"
-                             else gd.unroll(group, dim, size), 0)]
-            for warps, unroll, prefetch in variants:
+                             else gd.unroll(group, dim, size), 0, 0)]
+            for warps, unroll, prefetch, ring in variants:
                 consts = [("D", dim), ("G", group)]
                 if layout == "looped":
                     consts.append(("W", warps))
                     header, source = looped.bounds(warps) + gd._HELPERS, looped.SOURCE
-                    shared = looped.shared_bytes(group, dim)
+                    shared = (looped.shared_bytes(group, dim)
+                              + looped.ring_bytes(dim, size, warps, ring))
                 elif layout == "staged":
                     header, source = gd._HEADER, staged.SOURCE
                     shared = staged.shared_bytes(dim, size)
@@ -164,12 +172,12 @@ def main() -> int:
                     header, source, shared = gd._HEADER, gd._SOURCE, 0
                 consts.append(("U", unroll))
                 if layout == "looped":
-                    consts.append(("P", prefetch))
+                    consts += [("P", prefetch), ("R", ring)]
                 src = wrap(f"k_{layout}", header, source, ctype, consts)
                 ok, log, ptx = nv.ptx(src, opts)
                 total += 1
                 tag = (f"{layout:6s} {dtype:8s} D={dim:3d} G={group} W={warps:2d} U={unroll} "
-                       f"P={prefetch} dyn-smem {shared:6d}")
+                       f"P={prefetch} R={ring} dyn-smem {shared:6d}")
                 if not ok:
                     failures += 1
                     print(f"{tag}: COMPILE FAILED\n{log[:3000]}", flush=True)

@@ -41,8 +41,9 @@ it matched MLX on every shape the probe checks and ran 1.2-1.5x faster than ``st
 at llama-3.1-8b's heads (reports/bench/cuda-sm90/issue28-looped/).
 
 ``BATCHLAB_GQA_LAYOUT`` (``simple``, ``staged`` or ``looped``) replaces ``layout_for``'s
-choice and ``BATCHLAB_GQA_WARPS`` (4, 8 or 16) ``looped.warps_for``'s, for every call
-that names none (both read once at import; ``staged`` only where the group is a power
+choice, ``BATCHLAB_GQA_WARPS`` (4, 8 or 16) ``looped.warps_for``'s and
+``BATCHLAB_GQA_RING`` (0, 2, 4 or 8) ``looped.ring_slots``'s, for every call
+that names none (all three read once at import; ``staged`` only where the group is a power
 of two, else ``simple``), so one session can time a layout against the default.
 """
 
@@ -113,8 +114,19 @@ def _forced_warps() -> int | None:
     return int(name) if name else None
 
 
+def _forced_ring() -> int | None:
+    """``BATCHLAB_GQA_RING``, checked (read once, at import: module docstring)."""
+    name = os.environ.get("BATCHLAB_GQA_RING", "").strip()
+    choices = (0, *sorted(looped.RING_CHOICES))
+    known = not name or (name.isdigit() and int(name) in choices)
+    if not known:  # not gated: gpu only
+        raise ValueError(f"BATCHLAB_GQA_RING={name!r}: one of {', '.join(map(str, choices))}")
+    return int(name) if name else None
+
+
 FORCED_LAYOUT = _forced_layout()
 FORCED_WARPS = _forced_warps()
+FORCED_RING = _forced_ring()
 
 _SOURCE = """
     constexpr int VPT = D / 32;
@@ -261,14 +273,15 @@ def worth_it(rows: int, kv_heads: int) -> bool:  # not gated: gpu only
 def grouped_decode_attention(  # not gated: gpu only
         queries: mx.array, keys: mx.array, values: mx.array, scale: float,
         layout: str | None = None, warps: int | None = None,
-        prefetch: bool | None = None) -> mx.array:
+        prefetch: bool | None = None, ring: int | None = None) -> mx.array:
     """softmax(q . K^T * scale) . V for one query per row, bit for bit as
     ``mx.fast.scaled_dot_product_attention`` on CUDA; ``keys`` / ``values``
     ``(B, H_kv, N, D)`` as the cache served them (a view of its buffer is fine).
     ``layout`` (``simple``, ``staged`` or ``looped``) overrides ``layout_for``, and
     ``warps`` ``looped``'s W (4, 8 or 16; default ``BATCHLAB_GQA_WARPS`` or
-    ``looped.warps_for``) and ``prefetch`` its L2 prefetch (default
-    ``looped.PREFETCH``), for the probes."""
+    ``looped.warps_for``), ``prefetch`` its L2 prefetch (default ``looped.PREFETCH``)
+    and ``ring`` its slots a warp (default ``BATCHLAB_GQA_RING`` or
+    ``looped.ring_slots``; 0: none; always none at head dim 96), for the probes."""
     b, n_q, _, dim = queries.shape
     n_kv = keys.shape[1]
     group = n_q // n_kv
@@ -277,10 +290,16 @@ def grouped_decode_attention(  # not gated: gpu only
         w = warps or FORCED_WARPS or looped.warps_for(keys.shape[2], group, dim)
         if w not in looped.WARP_CHOICES:
             raise ValueError(f"looped warps {w}: one of {looped.WARP_CHOICES}")
+        size = queries.dtype.size
+        slots = ring if ring is not None else FORCED_RING
+        if slots is None or not looped.can_ring(dim, size):
+            slots = looped.ring_slots(group, dim, size, w)
         template = [("T", queries.dtype), ("D", dim), ("G", group), ("W", w),
                     ("U", looped.unroll(group, dim, w)),
-                    ("P", int(looped.PREFETCH if prefetch is None else prefetch))]
-        return _kernel(layout, looped.shared_bytes(group, dim), w)(
+                    ("P", int(looped.PREFETCH if prefetch is None else prefetch)),
+                    ("R", slots)]
+        shared = looped.shared_bytes(group, dim) + looped.ring_bytes(dim, size, w, slots)
+        return _kernel(layout, shared, w)(
             inputs=[queries, keys, values, scale_array(scale)], template=template,
             grid=(32 * w, n_kv, b), threadgroup=(32 * w, 1, 1),
             output_shapes=[(b, n_q, 1, dim)], output_dtypes=[queries.dtype])[0]

@@ -76,6 +76,12 @@ WARP_CHOICES = (4, 8, 16)
 # From this many keys W = 16 (two streams a warp) beat W = 8 at llama-3.1-8b's heads on
 # the H200, below it W = 8 did (reports/bench/cuda-sm90/issue28-looped/)
 WIDE_KEYS = 160
+# R: K and V rows a warp keeps in flight through ``cp.async`` into its shared-memory ring
+# (``ring_slots``); 0 loads them into registers, ``U`` at a time
+RING_CHOICES = (8, 4, 2)
+SM_SHARED = 233472  # shared memory an H200 SM gives its blocks (228 KiB) ...
+BLOCK_RESERVED = 1024  # ... less 1 KiB a block the runtime keeps
+ASYNC_BYTES = (4, 8, 16)  # the sizes of a cp.async copy
 # P: each warp asks its next streams' rows into L2 ahead (``prefetch.global.L2``, no
 # registers, no arithmetic); off until the H200 times it (gqa_exact_probe.py looped)
 PREFETCH = False
@@ -106,6 +112,31 @@ def shared_bytes(group: int, dim: int) -> int:  # not gated: gpu only
     ``l`` and ``f`` of 32 streams x G heads, and G reciprocals, all floats."""
     floats = 32 * group * dim + 3 * 32 * group + group
     return (4 * floats + 15) // 16 * 16
+
+
+def ring_bytes(dim: int, itemsize: int, warps: int, slots: int) -> int:
+    """The rings' shared memory: ``slots`` K and V rows for each of the block's warps."""
+    return warps * slots * 2 * dim * itemsize
+
+
+def can_ring(dim: int, itemsize: int) -> bool:
+    """Whether a lane's share of a row is a ``cp.async`` size (not at head dim 96: 6 or
+    12 bytes)."""
+    return dim // 32 * itemsize in ASYNC_BYTES
+
+
+def ring_slots(group: int, dim: int, itemsize: int, warps: int) -> int:
+    """R: the most slots (of ``RING_CHOICES``) a warp's ring may have without costing the
+    SM a block: as many blocks must fit as without rings (``min_blocks``, or fewer where
+    shared memory binds first); 0 where ``can_ring`` says no."""
+    if not can_ring(dim, itemsize):
+        return 0
+    base = shared_bytes(group, dim) + BLOCK_RESERVED
+    blocks = min(min_blocks(warps), SM_SHARED // base)
+    for slots in RING_CHOICES:
+        if blocks * (base + ring_bytes(dim, itemsize, warps, slots)) <= SM_SHARED:
+            return slots
+    return 0
 
 
 def unroll(group: int, dim: int, warps: int) -> int:  # not gated: gpu only
@@ -148,6 +179,9 @@ SOURCE = """
     float* sm_m = sm_f + G * 32;
     float* sm_l = sm_m + G * 32;
     float* sm_tot = sm_l + G * 32;
+    // R > 0: the warps' rings after them (16-byte aligned), R slots of a K row then a V row
+    T* ring = reinterpret_cast<T*>(looped_raw + (G * 32 * D + 3 * 32 * G + G + 3) / 4 * 4)
+        + warp * R * 2 * D;
 
 """ + MLX_QUERY_STATE + """\
     // a finished stream's state to shared memory, and MLX's initial state back
@@ -206,7 +240,54 @@ SOURCE = """
     ahead(warp);
     int lr = warp < last_stream ? warp : -1;  // the next row to load
     int cr = lr;                              // the next row to compute
-    while (cr >= 0) {
+    if (R > 0) {
+        // the ring: each lane copies its own VPT elements of a row's K and V (VB bytes,
+        // a cp.async size: ring_slots) and reads back only those, so no lane waits on
+        // another; a slot is refilled only after the key it held is computed. Rows that
+        // are not contiguous (not vec) go through the lane's registers into its slot
+        auto fill = [&](int slot) {
+            if (lr >= 0) {
+                T* dst = ring + slot * 2 * D + VPT * lane;
+                if (vec) {
+                    const unsigned int sk =
+                        static_cast<unsigned int>(__cvta_generic_to_shared(dst));
+                    asm volatile("cp.async.ca.shared.global [%0], [%1], %2;"
+                                 :: "r"(sk), "l"(kb + lr * ks + VPT * lane), "n"(VB)
+                                 : "memory");
+                    asm volatile("cp.async.ca.shared.global [%0], [%1], %2;"
+                                 :: "r"(sk + D * static_cast<int>(sizeof(T))),
+                                    "l"(vb + lr * vs + VPT * lane), "n"(VB) : "memory");
+                } else {
+                    for (int i = 0; i < VPT; ++i) {
+                        dst[i] = kb[lr * ks + (VPT * lane + i) * k_strides[3]];
+                        dst[D + i] = vb[lr * vs + (VPT * lane + i) * v_strides[3]];
+                    }
+                }
+                lr = next(lr);
+            }
+            asm volatile("cp.async.commit_group;" ::: "memory");  // one group a slot
+        };
+#pragma unroll
+        for (int slot = 0; slot < R; ++slot) fill(slot);
+        int slot = 0;
+        while (cr >= 0) {
+            asm volatile("cp.async.wait_group %0;" :: "n"(R > 0 ? R - 1 : 0) : "memory");
+            Vec kk[1];
+            Vec vv[1];
+            kk[0] = *reinterpret_cast<const Vec*>(ring + slot * 2 * D + VPT * lane);
+            vv[0] = *reinterpret_cast<const Vec*>(ring + slot * 2 * D + D + VPT * lane);
+            constexpr int u = 0;
+""" + MLX_KEY_UPDATE + """\
+            const int stream = cr & 31;
+            cr = next(cr);
+            if (cr < 0 || (cr & 31) != stream) flush(stream);  // its last key: store it
+            fill(slot);
+            slot = slot + 1 == R ? 0 : slot + 1;
+            if (cr >= 0) ahead(cr & 31);
+        }
+        asm volatile("cp.async.wait_group 0;" ::: "memory");
+    }
+    while (R == 0 && cr >= 0) {
         // the loads of U rows first (past the end: the last key, unused)
         Vec kk[U];
         Vec vv[U];
