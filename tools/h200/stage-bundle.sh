@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Stage MLX's CUDA backend and the real model (smollm2-135m's converted directory) for
-# the H200: each call carries the working tree too (37 MiB of tracked files, and the
-# transfer counts more than their bytes: a 27 MiB part was refused), so the payload
-# travels xz-compressed (the wheel unzipped first: xz takes it from 90 to 75 MB, where it
-# takes the zip 2% smaller) in PART-sized pieces: 158 MiB, seven 24 MiB parts.
+# the H200: each call carries the working tree too (38 MiB of tracked files; a call
+# carries 64 MiB in all), so the payload travels xz-compressed (the wheel unzipped first:
+# xz takes it from 90 to 75 MB, where it takes the zip 2% smaller) in PART-sized pieces:
+# 158 MiB, eight 20 MiB parts (24 MiB parts stopped fitting once the tree passed 38 MiB).
 # Run from the project root after ../shared/device/stage.sh (which downloads the wheels
 # into .gpu-stage/a and b) and after the real model was built here once
 # (BATCHLAB_CACHE=/tmp/blc batchlab lab kl --model smollm2-135m ...). Writes
@@ -20,7 +20,7 @@ cp "$st"/b/mlx-[0-9]*.whl "$st"/b/mlx_lm-*.whl "$work/pack/"
 cp -r "$zoo"/smollm2-135m-* "$work/pack/zoo/"
 tar -cf - -C "$work/pack" . | xz -T2 -9 > "$work/all.tar.xz"
 rm -rf "$st/bundle" && mkdir -p "$st/bundle"
-split -b "${PART:-24m}" "$work/all.tar.xz" "$work/all.part."
+split -b "${PART:-20m}" "$work/all.tar.xz" "$work/all.part."
 n=1; for p in "$work"/all.part.*; do mkdir -p "$st/bundle/q$n"; mv "$p" "$st/bundle/q$n/"; n=$((n + 1)); done
 last=$((n - 1))
 sed "s#@LAST@#q$last#" > "$st/bundle/q$last/install.sh" <<'INSTALL'

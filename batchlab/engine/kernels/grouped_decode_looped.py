@@ -52,14 +52,27 @@ W=4 gives 3 blocks of 4 warps (shared memory), W=16 2 blocks of 16 with 1 key in
 What it saves: a block's fixed cost (query loads, the merge, two ``__syncthreads``) is
 paid by 256 threads instead of 1024, a warp runs 4 streams' keys back to back, and the
 merge's ``o`` sums are plain loads, multiplies and adds (a thread per head and dim: 2 at
-G=4, D=128, W=8) instead of 5-shuffle butterflies for every dim. Staging keys through
-shared memory with ``cp.async`` as ``staged`` does would hold more bytes in flight
-without registers, at ``W * U * 2 D * size`` more shared bytes a block (16 KiB at W=8,
-U=4: 2 blocks an SM instead of 3); left for after the device's first timing. What is
-here instead, off by default (``PREFETCH``, template ``P``): after each batch of ``U``
-keys a warp asks the rows of its next two streams into L2 (``prefetch.global.L2``: no
-registers, no shared memory, no arithmetic; the register loads then wait on L2, not
-DRAM), ~4 KiB a stream at 192 keys; the probe times it against ``P = 0``.
+G=4, D=128, W=8) instead of 5-shuffle butterflies for every dim.
+
+The ring (template ``R``, ``ring_slots``; ``R = 0`` is the register path above). The
+first timing put the kernel at 0.8-1.4 TB/s: a warp loads ``U`` keys, then computes
+them with nothing in flight, and ``U`` is bound by the registers. With ``R`` slots a
+warp, K and V rows go through ``cp.async`` into the warp's ring in shared memory
+(``W * R * 2 D * size`` bytes a block after the merge's arrays), ``R`` rows ahead of
+the key being computed, in the order the warp computes them; a slot is refilled
+right after its key is computed. Each lane copies its own ``VPT`` elements of a row
+(4, 8 or 16 bytes: ``can_ring``; not head dim 96) and reads back only those, so no lane
+waits on another and no ``__syncwarp`` is needed; rows that are not contiguous go
+through the lane's registers into its slot. Only where the loads sit changes: every
+key meets the same arithmetic in the same order. ``ring_slots`` takes the most slots
+(8, 4, 2) that leave the SM as many blocks as without the ring (at the 8B heads: 4
+slots at W = 16, 2 at W = 8). ptxas 12.9: at ``G * VPT`` = 16 and W = 16 the ring
+spills 4-8 bytes (64 registers).
+
+Off by default (``PREFETCH``, template ``P``): after each batch of ``U`` keys a warp
+asks the rows of its next two streams into L2 (``prefetch.global.L2``: no registers,
+no shared memory, no arithmetic; the register loads then wait on L2, not DRAM), ~4 KiB
+a stream at 192 keys; the probe times it against ``P = 0``.
 
 Compiled with NVRTC 12.9 for sm_90a at every template combination ``fits`` admits
 (tools/h200/looped_compile_check.py); on the H200 its output equals
