@@ -127,18 +127,18 @@ def shared_bytes(group: int, dim: int) -> int:  # not gated: gpu only
     return (4 * floats + 15) // 16 * 16
 
 
-def ring_bytes(dim: int, itemsize: int, warps: int, slots: int) -> int:
+def ring_bytes(dim: int, itemsize: int, warps: int, slots: int) -> int:  # not gated: gpu only
     """The rings' shared memory: ``slots`` K and V rows for each of the block's warps."""
     return warps * slots * 2 * dim * itemsize
 
 
-def can_ring(dim: int, itemsize: int) -> bool:
+def can_ring(dim: int, itemsize: int) -> bool:  # not gated: gpu only
     """Whether a lane's share of a row is a ``cp.async`` size (not at head dim 96: 6 or
     12 bytes)."""
     return dim // 32 * itemsize in ASYNC_BYTES
 
 
-def ring_slots(group: int, dim: int, itemsize: int, warps: int) -> int:
+def ring_slots(group: int, dim: int, itemsize: int, warps: int) -> int:  # not gated: gpu only
     """R: the most slots (of ``RING_CHOICES``) a warp's ring may have without costing the
     SM a block: as many blocks must fit as without rings (``min_blocks``, or fewer where
     shared memory binds first); 0 where ``can_ring`` says no."""
