@@ -151,7 +151,7 @@ class Scheduler:
 
     def _forward_logprobs(self, inputs: mx.array, caches: list) -> mx.array:
         logits = self.model(inputs[:, None], cache=caches)[:, -1, :]
-        return logits - mx.logsumexp(logits, axis=-1, keepdims=True)
+        return log_softmax(logits)
 
     def _processed_logprobs(self, inputs: mx.array, caches: list, seqs: list) -> mx.array:
         """A decode forward whose rows may carry logits processors: they run on each row's
@@ -160,7 +160,7 @@ class Scheduler:
             return self._forward_logprobs(inputs, caches)
         logits = self.model(inputs[:, None], cache=caches)[:, -1, :]
         logits = process_rows(logits, inputs, seqs)
-        return logits - mx.logsumexp(logits, axis=-1, keepdims=True)
+        return log_softmax(logits)
 
     def _decode_logprobs(self, inputs: mx.array, caches: list) -> mx.array:
         """The decode forward of the running batch (a path may replace it)."""
@@ -247,6 +247,11 @@ class Scheduler:
 
 
 @functools.cache
+def log_softmax(logits: mx.array) -> mx.array:
+    """Log-probabilities over the last axis, as BatchGenerator forms them."""
+    return logits - mx.logsumexp(logits, axis=-1, keepdims=True)
+
+
 def engine_stream() -> mx.Stream:
     """The stream the engine computes on: mlx-lm's ``generation_stream`` (a public
     helper, not a batch cache), as its own loops use. On the CPU backend the default

@@ -7,6 +7,10 @@ rules out MLX's fused decode attention (several kernels per layer instead of one
 path hands the model ``None`` exactly when the mask would be all True, on every backend
 (l1 does so only on the CPU backend, where it cannot change a bit: ``BatchKV``).
 
+Its decode forward keeps the hidden state flat, ``(B, D)``, on llama and qwen3 models
+(``flat_decode.py``: the modules' kernels on fewer graph nodes, the same bits); other
+models run the modules' forward.
+
 On CUDA it decodes unmasked steps with its own attention kernel, which reads each KV
 head once for its query group (``engine/kernels/grouped_decode.py``) where MLX's reads it
 once per query head, and puts every query head through MLX's kernel's float operations
@@ -38,8 +42,9 @@ from batchlab.engine.caches.kv import BatchKV
 from batchlab.engine.core.config import MLX_LM_DEFAULTS, ScheduleConfig
 from batchlab.engine.core.factory import BatchCaches
 from batchlab.engine.core.sampler import GREEDY, SamplingParams
-from batchlab.engine.core.scheduler import Scheduler
+from batchlab.engine.core.scheduler import Scheduler, log_softmax
 from batchlab.engine.kernels.attention_dispatch import install_dispatch
+from batchlab.engine.paths.flat_decode import flat_logits, supports
 from batchlab.engine.paths.fused_projections import fuse_projections, fused
 from batchlab.engine.paths.pretransposed import PRETRANSPOSE_ENV, pretransposed_model
 
@@ -79,12 +84,18 @@ class FastScheduler(Scheduler):
             # a clone (after the fusion, whose members it leaves alone): W.T made once
             model = pretransposed_model(model)
         super().__init__(model, config, sampling, row_sampler)
+        self._flat = supports(self.model)
         if on_cuda() and _switched_on("BATCHLAB_FAST_GQA", default="1"):  # not gated: gpu only
             install_dispatch()
             self.caches = BatchCaches(kv_class=GroupedDecodeKV)
 
     def _decode_logprobs(self, inputs: mx.array, caches: list) -> mx.array:
         if not self._fuse or inputs.shape[0] < FUSE_MIN_ROWS:
-            return super()._decode_logprobs(inputs, caches)
+            return self._unfused_decode_logprobs(inputs, caches)
         with fused():  # not gated: gpu only
+            return self._unfused_decode_logprobs(inputs, caches)
+
+    def _unfused_decode_logprobs(self, inputs: mx.array, caches: list) -> mx.array:
+        if not self._flat:
             return super()._decode_logprobs(inputs, caches)
+        return log_softmax(flat_logits(self.model, inputs, caches))
