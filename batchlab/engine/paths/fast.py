@@ -9,7 +9,7 @@ path hands the model ``None`` exactly when the mask would be all True, on every 
 
 Its decode forward keeps the hidden state flat, ``(B, D)``, on llama and qwen3 models
 (``flat_decode.py``: the modules' kernels on fewer graph nodes, the same bits); other
-models run the modules' forward.
+models run the modules' forward, as all do with ``BATCHLAB_FAST_FLAT=0``.
 
 On CUDA it decodes unmasked steps with its own attention kernel, which reads each KV
 head once for its query group (``engine/kernels/grouped_decode.py``) where MLX's reads it
@@ -84,7 +84,7 @@ class FastScheduler(Scheduler):
             # a clone (after the fusion, whose members it leaves alone): W.T made once
             model = pretransposed_model(model)
         super().__init__(model, config, sampling, row_sampler)
-        self._flat = supports(self.model)
+        self._flat = supports(self.model) and _switched_on("BATCHLAB_FAST_FLAT", default="1")
         if on_cuda() and _switched_on("BATCHLAB_FAST_GQA", default="1"):  # not gated: gpu only
             install_dispatch()
             self.caches = BatchCaches(kv_class=GroupedDecodeKV)
