@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from batchlab.selftest import (
     cost_bugs,
+    fast_bugs,
     invariant_bugs,
     mutation_bugs,
     paged_bugs,
@@ -321,6 +322,16 @@ ROUND_BUGS: tuple[SeededBug, ...] = (
          subject_bugs.stale_logprobs,
          "rule: an emission carries the logprob row its token was drawn from (the digest "
          "of those bytes is gated)", kind="subject"),
+    # -- fast's decode forward on flat hidden states (issue 28 item 2)
+    _bug("fast-flat-skips-k-norm", "fast/qwen3/B4/ragged/static/ctx-short",
+         fast_bugs.flat_skips_k_norm,
+         "rule: the flat forward is the modules' arithmetic on other shapes (qwen3's "
+         "attention normalises queries and keys); broken on purpose when it was written: "
+         "193/219 fast cells passed"),
+    _bug("fast-flat-drops-mask", "fast/llama/B4/ragged/static/ctx-short",
+         fast_bugs.flat_drops_mask,
+         "rule: a left-padded row's decode mask hides its padding (FACTS); broken on purpose "
+         "when the flat forward was written: 175/219 fast cells passed"),
     # -- process peers (docs/wire-protocol.md, Failures): ERROR for the one cell only
     _bug("peer-crash-mid-cell",
          "l1/llama/B3/ragged/join/ctx-short,l1/llama/B3/ragged/static/ctx-short",
