@@ -22,13 +22,18 @@ Part ``ring``: the same comparisons for ``looped`` with its ``cp.async`` ring (t
 default, and W = 8 / 16 at each ring size), keys and values also as strided views, then
 its timing table against no ring.
 
+Part ``flat``: fast's decode forward on flat hidden states against the modules'
+forward (``BATCHLAB_FAST_FLAT=0``), the kernel on: every token and logprob byte equal
+(``FLAT SAME yes``).
+
 Part ``fast``: the ``fast`` path's scheduler on bench shapes (real widths, few layers,
 random weights, greedy), equal prompts with rows finishing at different steps and a
 ragged join, once with ``BATCHLAB_FAST_GQA=0`` and once with ``=1``: every emitted token
 and the bytes of every logprobs vector must be equal, and the kernel must have run
 (``FAST SAME yes``).
 
-    PYTHONPATH=/tmp/site:$PWD python3 tools/h200/gqa_exact_probe.py [kernel|looped|ring|fast|all]
+    PYTHONPATH=/tmp/site:$PWD python3 tools/h200/gqa_exact_probe.py \
+        [kernel|looped|ring|fast|flat|all]
 """
 
 from __future__ import annotations
@@ -248,12 +253,14 @@ def kernel_part() -> bool:
     return ok_all
 
 
-def run_fast(model, gqa: str, batch: int, plen: int, steps: int, vocab: int):
+def run_fast(model, gqa: str, batch: int, plen: int, steps: int, vocab: int,
+             flat: str = "1"):
     from batchlab.engine.core.batch import Request
     from batchlab.engine.core.config import ScheduleConfig
     from batchlab.engine.paths.registry import PATHS
 
     os.environ["BATCHLAB_FAST_GQA"] = gqa
+    os.environ["BATCHLAB_FAST_FLAT"] = flat
     rng = np.random.default_rng([batch, plen])
     prompts = rng.integers(0, vocab, size=(batch, plen)).tolist()
     late = rng.integers(0, vocab, size=(plen // 2 + 3,)).tolist()
@@ -308,6 +315,28 @@ def fast_part() -> bool:
     return ok_all
 
 
+def flat_part() -> bool:
+    """fast with its flat decode forward (``flat_decode.py``) against the modules'
+    forward (``BATCHLAB_FAST_FLAT=0``), the grouped kernel on: tokens and logprob bytes."""
+    from batchlab.bench.shapes import load_model
+
+    ok_all = True
+    for name, batch, plen, steps in (("llama-3.1-8b@L3", 16, 100, 60),
+                                     ("llama-3.2-1b@L3", 16, 150, 100),
+                                     ("qwen3-0.6b@L3", 16, 20, 40),
+                                     ("llama-3.2-1b@L3", 1, 64, 40),
+                                     ("qwen3-0.6b@L3", 3, 30, 40)):
+        loaded = load_model(name)
+        flat = run_fast(loaded.model, "1", batch, plen, steps, loaded.vocab_size, "1")
+        modules = run_fast(loaded.model, "1", batch, plen, steps, loaded.vocab_size, "0")
+        same = len(flat) == len(modules) and flat == modules
+        ok_all &= same
+        print(f"flat {name} B={batch} prompt {plen}: {len(flat)} emissions; tokens and "
+              f"logprobs equal to the modules' forward: {same}", flush=True)
+    print(f"FLAT SAME {'yes' if ok_all else 'no'}", flush=True)
+    return ok_all
+
+
 if __name__ == "__main__":
     what = sys.argv[1] if len(sys.argv) > 1 else "all"
     ok = True
@@ -315,6 +344,8 @@ if __name__ == "__main__":
         ok &= looped_part()
     if what == "ring":
         ok &= ring_part()
+    if what == "flat":
+        ok &= flat_part()
     if what in ("kernel", "all"):
         ok &= kernel_part()
     if what in ("fast", "all"):

@@ -1,4 +1,4 @@
-# Issue 28 item 3, tenth round, call 2 (right after s26-ring.sh, same machine): with the
+# Issue 28 item 3, tenth round, call 3 (right after s26c, same machine): with the
 # ring as the default,
 # 1. fast's CUDA gate at 64 rows (the cells where the kernel runs), live goldens;
 # 2. Nsight Compute: every kernel of one fast decode step at llama-3.1-8b B=256 (192 keys),

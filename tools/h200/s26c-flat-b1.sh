@@ -1,11 +1,10 @@
-# Issue 28 item 2, tenth round, call 3 (right after s26b, same machine): fast's decode
+# Issue 28 item 2, tenth round, call 2 (right after s26-ring.sh, same machine; s26 checked
+# its bits): fast's decode
 # forward on flat hidden states (engine/paths/flat_decode.py, the default in this tree)
 # against the modules' forward (BATCHLAB_FAST_FLAT=0), at B=1 where the step is bound by
 # the host:
 # 1. tools/h200/opcount.py: the ops of one decode submit, both ways, llama-3.2-1b;
-# 2. tools/h200/gqa_exact_probe.py fast with the flat forward off (the kernel's bytes
-#    against MLX's attention under the modules' forward: the call before ran it on);
-# 3. the bench at B=1, fast (with generate_step and BatchGenerator in the same process),
+# 2. the bench at B=1, fast (with generate_step and BatchGenerator in the same process),
 #    llama-3.2-1b and qwen3-0.6b, flat against the modules' forward in separate runs.
 # Run as: bash tools/h200/s26c-flat-b1.sh (the bundle installed by the calls before)
 set -u
@@ -16,8 +15,6 @@ for f in 1 0; do
   BATCHLAB_FAST_FLAT=$f timeout 90 python3 tools/h200/opcount.py llama-3.2-1b fast > $R/opcount-flat$f.txt 2>&1
   echo "== opcount, flat $f: exit $?"; tail -2 $R/opcount-flat$f.txt; pack
 done
-BATCHLAB_FAST_FLAT=0 timeout 100 python3 tools/h200/gqa_exact_probe.py fast > $R/fast-flat0.log 2>&1
-echo "== probe (fast, flat 0): exit $?"; tail -4 $R/fast-flat0.log; pack
 bench() {  # model, flat (1 or 0), repeats, timeout
   tag=$(echo $1 | tr -d .)-flat$2
   BATCHLAB_FAST_FLAT=$2 timeout $4 python3 -m batchlab bench --model $1 --batch 1 --prompt-len 128 \
