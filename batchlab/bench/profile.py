@@ -4,7 +4,8 @@ Each engine runs its usual driver (``engines.py``: the same prompts, schedule an
 pipelined loop as the bench), and during the decode window only three hooks split the
 wall time of a step:
 
-    forward build  inside the model's ``__call__``: Python walking the modules and
+    forward build  inside the model's ``__call__`` (or ``fast``'s flat forward,
+                   ``flat_decode.flat_logits``): Python walking the modules and
                    recording lazy ops (no device work happens there)
     submit         inside ``mx.async_eval`` / ``mx.eval``: MLX encoding the graph and
                    launching its kernels (``mx.eval`` also waits for them)
@@ -16,9 +17,10 @@ its ``device wait`` is the device time the host did not hide, and its step the
 unpipelined cost. When build + submit + rest (host) is close to the pipelined step,
 the step is bound by the host, and kernels that run faster would not shorten it.
 
-The hooks patch ``type(model).__call__`` and ``mlx.core.async_eval`` / ``eval`` for the
-window and restore them after; mlx-lm's loops and the engine look both up at call
-time. Each hook is a plain call around the original, a few per step.
+The hooks patch ``type(model).__call__``, ``flat_decode.flat_logits`` and
+``mlx.core.async_eval`` / ``eval`` for the window and restore them after; mlx-lm's loops
+and the engine look them up at call time. Each hook is a plain call around the
+original, a few per step.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from mlx import nn
 
 from batchlab.bench.engines import Driver, engines_at, sync
 from batchlab.bench.measure import BenchSpec, gc_paused, interleaved
+from batchlab.engine.paths import flat_decode
 
 
 @dataclass(slots=True)
@@ -50,13 +53,16 @@ class _Clock:
 def timing_hooks(model: nn.Module, clock: _Clock, sync_after_submit: bool) -> Iterator[None]:
     cls = type(model)
     forward, async_eval, eval_ = cls.__call__, mx.async_eval, mx.eval
+    flat = flat_decode.flat_logits
 
-    def timed_forward(self, *args, **kwargs):
-        start = time.perf_counter()
-        try:
-            return forward(self, *args, **kwargs)
-        finally:
-            clock.build += time.perf_counter() - start
+    def built(fn):
+        def timed_build(*args, **kwargs):
+            start = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                clock.build += time.perf_counter() - start
+        return timed_build
 
     def timed(submit_fn, *arrays):
         start = time.perf_counter()
@@ -67,12 +73,12 @@ def timing_hooks(model: nn.Module, clock: _Clock, sync_after_submit: bool) -> It
             sync()
             clock.wait += time.perf_counter() - submitted
 
-    cls.__call__ = timed_forward
+    cls.__call__, flat_decode.flat_logits = built(forward), built(flat)
     mx.async_eval, mx.eval = partial(timed, async_eval), partial(timed, eval_)
     try:
         yield
     finally:
-        cls.__call__ = forward
+        cls.__call__, flat_decode.flat_logits = forward, flat
         mx.async_eval, mx.eval = async_eval, eval_
 
 

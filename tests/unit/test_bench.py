@@ -244,8 +244,11 @@ def test_slower_cells_are_counted_over_the_family():
 def test_profile_end_to_end_splits_every_engine_and_restores_the_hooks(tmp_path):
     import mlx.core as mx
 
+    from batchlab.engine.paths import flat_decode
+
     model_cls = type(load("llama").model)
     forward, async_eval, eval_ = model_cls.__call__, mx.async_eval, mx.eval
+    flat = flat_decode.flat_logits
     argv = ["bench", "profile", "--model", "llama", "--batch", "1,2", "--prompt-len", "4",
             "--gen-len", "4", "--repeats", "1", "--paths", "l1,fast", "--out", str(tmp_path)]
     assert main(argv) == 0
@@ -259,6 +262,7 @@ def test_profile_end_to_end_splits_every_engine_and_restores_the_hooks(tmp_path)
     for r in rows:  # every engine's forward was built and submitted inside the window
         assert not r[3].startswith("0 ") and not r[4].startswith("0 "), r
     assert (model_cls.__call__, mx.async_eval, mx.eval) == (forward, async_eval, eval_)
+    assert flat_decode.flat_logits is flat
 
 
 def test_profile_hooks_are_restored_when_the_window_raises():

@@ -44,7 +44,7 @@ from batchlab.engine.core.factory import BatchCaches
 from batchlab.engine.core.sampler import GREEDY, SamplingParams
 from batchlab.engine.core.scheduler import Scheduler, log_softmax
 from batchlab.engine.kernels.attention_dispatch import install_dispatch
-from batchlab.engine.paths.flat_decode import flat_logits, supports
+from batchlab.engine.paths import flat_decode
 from batchlab.engine.paths.fused_projections import fuse_projections, fused
 from batchlab.engine.paths.pretransposed import PRETRANSPOSE_ENV, pretransposed_model
 
@@ -84,7 +84,8 @@ class FastScheduler(Scheduler):
             # a clone (after the fusion, whose members it leaves alone): W.T made once
             model = pretransposed_model(model)
         super().__init__(model, config, sampling, row_sampler)
-        self._flat = supports(self.model) and _switched_on("BATCHLAB_FAST_FLAT", default="1")
+        self._flat = (flat_decode.supports(self.model)
+                      and _switched_on("BATCHLAB_FAST_FLAT", default="1"))
         if on_cuda() and _switched_on("BATCHLAB_FAST_GQA", default="1"):  # not gated: gpu only
             install_dispatch()
             self.caches = BatchCaches(kv_class=GroupedDecodeKV)
@@ -98,4 +99,5 @@ class FastScheduler(Scheduler):
     def _unfused_decode_logprobs(self, inputs: mx.array, caches: list) -> mx.array:
         if not self._flat:
             return super()._decode_logprobs(inputs, caches)
-        return log_softmax(flat_logits(self.model, inputs, caches))
+        # looked up at call time: bench profile times it as the forward's build
+        return log_softmax(flat_decode.flat_logits(self.model, inputs, caches))
