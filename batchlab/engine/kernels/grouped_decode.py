@@ -117,7 +117,7 @@ def _forced_warps() -> int | None:
 def _forced_ring() -> int | None:
     """``BATCHLAB_GQA_RING``, checked (read once, at import: module docstring)."""
     name = os.environ.get("BATCHLAB_GQA_RING", "").strip()
-    choices = (0, *sorted(looped.RING_CHOICES))
+    choices = (0, *looped.RING_CHOICES)
     known = not name or (name.isdigit() and int(name) in choices)
     if not known:  # not gated: gpu only
         raise ValueError(f"BATCHLAB_GQA_RING={name!r}: one of {', '.join(map(str, choices))}")
@@ -287,7 +287,8 @@ def grouped_decode_attention(  # not gated: gpu only
     group = n_q // n_kv
     layout = layout or layout_for(group)
     if layout == "looped":
-        w = warps or FORCED_WARPS or looped.warps_for(keys.shape[2], group, dim)
+        w = warps or FORCED_WARPS or looped.warps_for(keys.shape[2], group, dim,
+                                                      queries.dtype.size)
         if w not in looped.WARP_CHOICES:
             raise ValueError(f"looped warps {w}: one of {looped.WARP_CHOICES}")
         size = queries.dtype.size

@@ -64,10 +64,12 @@ right after its key is computed. Each lane copies its own ``VPT`` elements of a 
 (4, 8 or 16 bytes: ``can_ring``; not head dim 96) and reads back only those, so no lane
 waits on another and no ``__syncwarp`` is needed; rows that are not contiguous go
 through the lane's registers into its slot. Only where the loads sit changes: every
-key meets the same arithmetic in the same order. ``ring_slots`` takes the most slots
-(8, 4, 2) that leave the SM as many blocks as without the ring (at the 8B heads: 4
-slots at W = 16, 2 at W = 8). ptxas 12.9: at ``G * VPT`` = 16 and W = 16 the ring
-spills 4-8 bytes (64 registers).
+key meets the same arithmetic in the same order. ``ring_slots`` takes ``RING`` = 4
+slots and ``warps_for`` W = 8 at the 8B heads (``G * VPT`` = 16, where W =
+16's ring spills 4-8 bytes at 64 registers, ptxas 12.9; its shared memory then leaves
+two blocks an SM instead of three), W = 16 elsewhere: the H200's timing
+(reports/bench/cuda-sm90/issue28-ring/: at the 8B heads and 256 rows 115 / 154 / 184 us
+a call at 128 / 192 / 255 keys against 123 / 166 / 203 without the ring).
 
 Off by default (``PREFETCH``, template ``P``): after each batch of ``U`` keys a warp
 asks the rows of its next two streams into L2 (``prefetch.global.L2``: no registers,
@@ -90,10 +92,14 @@ WARP_CHOICES = (4, 8, 16)
 # the H200, below it W = 8 did (reports/bench/cuda-sm90/issue28-looped/)
 WIDE_KEYS = 160
 # R: K and V rows a warp keeps in flight through ``cp.async`` into its shared-memory ring
-# (``ring_slots``); 0 loads them into registers, ``U`` at a time
-RING_CHOICES = (8, 4, 2)
-SM_SHARED = 233472  # shared memory an H200 SM gives its blocks (228 KiB) ...
-BLOCK_RESERVED = 1024  # ... less 1 KiB a block the runtime keeps
+# (``ring_slots``); 0 loads them into registers, ``U`` at a time. On the H200 (W, R) =
+# (8, 4) was the fastest or within 1 us of it at every llama-3.1-8b row of the probe's
+# table, (16, 4) the fastest at qwen3-0.6b's heads and within 3% of the best at
+# llama-3.2-1b's at 256 rows (reports/bench/cuda-sm90/issue28-ring/)
+RING = 4
+RING_CHOICES = (2, 4, 8)  # what BATCHLAB_GQA_RING may force (0: none)
+RING_NARROW_STATE = 16  # from here W = 16's ring spills (ptxas 12.9: 64 registers)
+BLOCK_SHARED = 232448  # the shared memory one block may take on the H200 (227 KiB)
 ASYNC_BYTES = (4, 8, 16)  # the sizes of a cp.async copy
 # P: each warp asks its next streams' rows into L2 ahead (``prefetch.global.L2``, no
 # registers, no arithmetic); off until the H200 times it (gqa_exact_probe.py looped)
@@ -107,9 +113,13 @@ def bounds(warps: int) -> str:  # not gated: gpu only
             f"__launch_bounds__({32 * warps}, {min_blocks(warps)})\n")
 
 
-def warps_for(keys: int, group: int, dim: int) -> int:  # not gated: gpu only
-    """W for a call: 16 from ``WIDE_KEYS`` keys, where it compiles without spills (not at
+def warps_for(keys: int, group: int, dim: int, itemsize: int) -> int:  # not gated: gpu only
+    """W for a call. With a ring (``can_ring``): 8 where a lane holds ``RING_NARROW_STATE``
+    query and output floats or more (the 8B heads: W = 16's ring spills there), else 16.
+    Without one: 16 from ``WIDE_KEYS`` keys, where it compiles without spills (not at
     D=64, G=8: ``unroll``), else ``WARPS``."""
+    if can_ring(dim, itemsize):
+        return 8 if group * (dim // 32) >= RING_NARROW_STATE else 16
     if keys >= WIDE_KEYS and not (dim == 64 and group == 8):
         return 16
     return WARPS
@@ -139,17 +149,12 @@ def can_ring(dim: int, itemsize: int) -> bool:  # not gated: gpu only
 
 
 def ring_slots(group: int, dim: int, itemsize: int, warps: int) -> int:  # not gated: gpu only
-    """R: the most slots (of ``RING_CHOICES``) a warp's ring may have without costing the
-    SM a block: as many blocks must fit as without rings (``min_blocks``, or fewer where
-    shared memory binds first); 0 where ``can_ring`` says no."""
+    """R: ``RING`` slots where ``can_ring`` and the block's shared memory stays within one
+    block's limit, else 0."""
     if not can_ring(dim, itemsize):
         return 0
-    base = shared_bytes(group, dim) + BLOCK_RESERVED
-    blocks = min(min_blocks(warps), SM_SHARED // base)
-    for slots in RING_CHOICES:
-        if blocks * (base + ring_bytes(dim, itemsize, warps, slots)) <= SM_SHARED:
-            return slots
-    return 0
+    need = shared_bytes(group, dim) + ring_bytes(dim, itemsize, warps, RING)
+    return RING if need <= BLOCK_SHARED else 0
 
 
 def unroll(group: int, dim: int, warps: int) -> int:  # not gated: gpu only
