@@ -131,15 +131,15 @@ def test_the_staged_layout_needs_a_power_of_two_group(monkeypatch):
 
 
 def test_looped_takes_two_streams_a_warp_from_wide_keys(monkeypatch):
-    # without a ring (head dim 96): W = 16 from WIDE_KEYS keys
-    assert looped.warps_for(looped.WIDE_KEYS - 1, 4, 96, 2) == looped.WARPS == 8
-    assert looped.warps_for(looped.WIDE_KEYS, 4, 96, 2) == 16
-    assert looped.warps_for(255, 5, 96, 2) == 16
+    # without a ring (the default): W = 16 from WIDE_KEYS keys
+    assert looped.warps_for(looped.WIDE_KEYS - 1, 4, 128, False) == looped.WARPS == 8
+    assert looped.warps_for(looped.WIDE_KEYS, 4, 128, False) == 16
+    assert looped.warps_for(255, 8, 64, False) == 8  # W = 16 spills there (unroll)
     # with one: W = 8 at 16 floats a lane (the 8B heads; D = 64, G = 8), else 16
-    assert [looped.warps_for(k, 4, 128, 2) for k in (1, 192, 255)] == [8, 8, 8]
-    assert [looped.warps_for(k, 8, 64, 2) for k in (1, 255)] == [8, 8]
-    assert [looped.warps_for(k, 4, 64, 2) for k in (1, 255)] == [16, 16]  # llama-3.2-1b
-    assert looped.warps_for(192, 2, 128, 2) == 16  # qwen3-0.6b
+    assert [looped.warps_for(k, 4, 128, True) for k in (1, 192, 255)] == [8, 8, 8]
+    assert [looped.warps_for(k, 8, 64, True) for k in (1, 255)] == [8, 8]
+    assert [looped.warps_for(k, 4, 64, True) for k in (1, 255)] == [16, 16]  # llama-3.2-1b
+    assert looped.warps_for(192, 2, 128, True) == 16  # qwen3-0.6b
     monkeypatch.delenv("BATCHLAB_GQA_WARPS", raising=False)
     assert gd._forced_warps() is None
     monkeypatch.setenv("BATCHLAB_GQA_WARPS", "16")
@@ -153,11 +153,13 @@ def test_looped_takes_two_streams_a_warp_from_wide_keys(monkeypatch):
 def test_looped_rings_take_the_shared_memory_its_blocks_leave(monkeypatch):
     # a warp's ring: R slots of a K row and a V row
     assert looped.ring_bytes(128, 2, 16, 4) == 16 * 4 * 2 * 128 * 2 == 32768
-    # 4 slots wherever a block's shared memory allows them (227 KiB): every shape fits
-    assert looped.RING == 4
-    assert [looped.ring_slots(4, 128, 2, w) for w in (4, 8, 16)] == [4, 4, 4]
-    assert [looped.ring_slots(4, 64, 2, w) for w in (4, 8, 16)] == [4, 4, 4]
-    assert [looped.ring_slots(4, 128, 4, w) for w in (4, 8, 16)] == [4, 4, 4]
+    # off by default; the slots asked for wherever a block's shared memory (227 KiB)
+    # holds them: 4 fit every shape
+    assert looped.RING == 0 and looped.ring_slots(4, 128, 2, 8) == 0
+    assert [looped.ring_slots(4, 128, 2, w, 4) for w in (4, 8, 16)] == [4, 4, 4]
+    assert [looped.ring_slots(4, 64, 2, w, 4) for w in (4, 8, 16)] == [4, 4, 4]
+    assert [looped.ring_slots(4, 128, 4, w, 4) for w in (4, 8, 16)] == [4, 4, 4]
+    assert looped.ring_slots(8, 128, 4, 16, 8) == 0  # 131 KiB of merge arrays + 128 of rings
     # the 8B heads at W = 8: 65.5 KiB of merge arrays and 16 KiB of rings, two blocks an SM
     assert looped.shared_bytes(4, 128) + looped.ring_bytes(128, 2, 8, 4) == 67088 + 16384
     assert max(looped.shared_bytes(g, d) + looped.ring_bytes(d, size, 16, 8)
@@ -166,7 +168,7 @@ def test_looped_rings_take_the_shared_memory_its_blocks_leave(monkeypatch):
     # a lane's share of a row must be a cp.async size: 4, 8 or 16 bytes, not head dim 96's
     assert looped.can_ring(64, 2) and looped.can_ring(128, 4)
     assert not looped.can_ring(96, 2) and not looped.can_ring(96, 4)
-    assert [looped.ring_slots(4, 96, 2, w) for w in (4, 8, 16)] == [0, 0, 0]
+    assert [looped.ring_slots(4, 96, 2, w, 4) for w in (4, 8, 16)] == [0, 0, 0]
     monkeypatch.delenv("BATCHLAB_GQA_RING", raising=False)
     assert gd._forced_ring() is None
     monkeypatch.setenv("BATCHLAB_GQA_RING", "0")

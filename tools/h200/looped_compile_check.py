@@ -129,8 +129,8 @@ def main() -> int:
     ap.add_argument("--warps", default=",".join(str(w) for w in looped.WARP_CHOICES))
     ap.add_argument("--unroll", default="", help="looped U to try instead of unroll()")
     ap.add_argument("--prefetch", default="0,1", help="looped P (L2 prefetch) to compile")
-    ap.add_argument("--ring", default="", help="looped R to try instead of ring_slots() "
-                    "(0: no ring)")
+    ap.add_argument("--ring", default="0,4", help="looped R to compile (0: no ring; "
+                    "ring_slots() turns down what a block cannot hold)")
     args = ap.parse_args()
     if not args.nvrtc or not args.include:
         print("NVRTC or the CUDA headers not found (see the docstring)")
@@ -147,14 +147,13 @@ def main() -> int:
             if layout == "looped":
                 warps_list = [int(x) for x in args.warps.split(",")]
                 def rings(w, group=group, dim=dim, size=size):
-                    return ([int(r) for r in args.ring.split(",")] if args.ring
-                            else [looped.ring_slots(group, dim, size, w)])
+                    return sorted({looped.ring_slots(group, dim, size, w, int(r))
+                                   for r in args.ring.split(",")})
                 variants = [(w, u, p, r) for w in warps_list
                             for u in ([int(u) for u in args.unroll.split(",")]
                                       if args.unroll else [looped.unroll(group, dim, w)])
                             for p in (int(x) for x in args.prefetch.split(","))
-                            for r in rings(w)
-                            if r == 0 or looped.can_ring(dim, size)]
+                            for r in rings(w)]
             else:
                 variants = [(32, staged.SLOTS if layout == "staged"
                              else gd.unroll(group, dim, size), 0, 0)]

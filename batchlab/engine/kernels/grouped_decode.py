@@ -42,7 +42,7 @@ at llama-3.1-8b's heads (reports/bench/cuda-sm90/issue28-looped/).
 
 ``BATCHLAB_GQA_LAYOUT`` (``simple``, ``staged`` or ``looped``) replaces ``layout_for``'s
 choice, ``BATCHLAB_GQA_WARPS`` (4, 8 or 16) ``looped.warps_for``'s and
-``BATCHLAB_GQA_RING`` (0, 2, 4 or 8) ``looped.ring_slots``'s, for every call
+``BATCHLAB_GQA_RING`` (0, 2, 4 or 8) ``looped.RING``, for every call
 that names none (all three read once at import; ``staged`` only where the group is a power
 of two, else ``simple``), so one session can time a layout against the default.
 """
@@ -280,21 +280,20 @@ def grouped_decode_attention(  # not gated: gpu only
     ``layout`` (``simple``, ``staged`` or ``looped``) overrides ``layout_for``, and
     ``warps`` ``looped``'s W (4, 8 or 16; default ``BATCHLAB_GQA_WARPS`` or
     ``looped.warps_for``), ``prefetch`` its L2 prefetch (default ``looped.PREFETCH``)
-    and ``ring`` its slots a warp (default ``BATCHLAB_GQA_RING`` or
-    ``looped.ring_slots``; 0: none; always none at head dim 96), for the probes."""
+    and ``ring`` its slots a warp (default ``BATCHLAB_GQA_RING`` or ``looped.RING``;
+    0: none; always none at head dim 96), for the probes."""
     b, n_q, _, dim = queries.shape
     n_kv = keys.shape[1]
     group = n_q // n_kv
     layout = layout or layout_for(group)
     if layout == "looped":
-        w = warps or FORCED_WARPS or looped.warps_for(keys.shape[2], group, dim,
-                                                      queries.dtype.size)
+        size = queries.dtype.size
+        wanted = next(r for r in (ring, FORCED_RING, looped.RING) if r is not None)
+        ringed = bool(wanted) and looped.can_ring(dim, size)
+        w = warps or FORCED_WARPS or looped.warps_for(keys.shape[2], group, dim, ringed)
         if w not in looped.WARP_CHOICES:
             raise ValueError(f"looped warps {w}: one of {looped.WARP_CHOICES}")
-        size = queries.dtype.size
-        slots = ring if ring is not None else FORCED_RING
-        if slots is None or not looped.can_ring(dim, size):
-            slots = looped.ring_slots(group, dim, size, w)
+        slots = looped.ring_slots(group, dim, size, w, wanted)
         template = [("T", queries.dtype), ("D", dim), ("G", group), ("W", w),
                     ("U", looped.unroll(group, dim, w)),
                     ("P", int(looped.PREFETCH if prefetch is None else prefetch)),

@@ -64,12 +64,13 @@ right after its key is computed. Each lane copies its own ``VPT`` elements of a 
 (4, 8 or 16 bytes: ``can_ring``; not head dim 96) and reads back only those, so no lane
 waits on another and no ``__syncwarp`` is needed; rows that are not contiguous go
 through the lane's registers into its slot. Only where the loads sit changes: every
-key meets the same arithmetic in the same order. ``ring_slots`` takes ``RING`` = 4
-slots and ``warps_for`` W = 8 at the 8B heads (``G * VPT`` = 16, where W =
-16's ring spills 4-8 bytes at 64 registers, ptxas 12.9; its shared memory then leaves
-two blocks an SM instead of three), W = 16 elsewhere: the H200's timing
-(reports/bench/cuda-sm90/issue28-ring/: at the 8B heads and 256 rows 115 / 154 / 184 us
-a call at 128 / 192 / 255 keys against 123 / 166 / 203 without the ring).
+key meets the same arithmetic in the same order. With a ring ``warps_for`` takes W = 8
+at the 8B heads (``G * VPT`` = 16, where W = 16's ring spills 4-8 bytes at 64
+registers, ptxas 12.9; its shared memory then leaves two blocks an SM instead of
+three), W = 16 elsewhere: the H200's best at 4 slots (reports/bench/cuda-sm90/
+issue28-ring/: at the 8B heads and 256 rows 115 / 154 / 184 us a call at 128 / 192 /
+255 keys against 123 / 166 / 203 without the ring). The ring is off by default
+(``RING``): the decode step did not get faster with it.
 
 Off by default (``PREFETCH``, template ``P``): after each batch of ``U`` keys a warp
 asks the rows of its next two streams into L2 (``prefetch.global.L2``: no registers,
@@ -92,12 +93,12 @@ WARP_CHOICES = (4, 8, 16)
 # the H200, below it W = 8 did (reports/bench/cuda-sm90/issue28-looped/)
 WIDE_KEYS = 160
 # R: K and V rows a warp keeps in flight through ``cp.async`` into its shared-memory ring
-# (``ring_slots``); 0 loads them into registers, ``U`` at a time. On the H200 (W, R) =
-# (8, 4) was the fastest or within 1 us of it at every llama-3.1-8b row of the probe's
-# table, (16, 4) the fastest at qwen3-0.6b's heads and within 3% of the best at
-# llama-3.2-1b's at 256 rows (reports/bench/cuda-sm90/issue28-ring/)
-RING = 4
-RING_CHOICES = (2, 4, 8)  # what BATCHLAB_GQA_RING may force (0: none)
+# (``ring_slots``); 0 loads them into registers, ``U`` at a time. Off by default: on the
+# H200 the ring was bit-exact and its best (W, R) ran a call 7-17% faster at 256 rows,
+# but the decode step did not follow (llama-3.1-8b B=256 13.8 ms with it, 13.6 without,
+# in one session; reports/bench/cuda-sm90/issue28-ring/). BATCHLAB_GQA_RING=4 turns it on
+RING = 0
+RING_CHOICES = (2, 4, 8)  # what BATCHLAB_GQA_RING may ask for (0: none)
 RING_NARROW_STATE = 16  # from here W = 16's ring spills (ptxas 12.9: 64 registers)
 BLOCK_SHARED = 232448  # the shared memory one block may take on the H200 (227 KiB)
 ASYNC_BYTES = (4, 8, 16)  # the sizes of a cp.async copy
@@ -113,12 +114,12 @@ def bounds(warps: int) -> str:  # not gated: gpu only
             f"__launch_bounds__({32 * warps}, {min_blocks(warps)})\n")
 
 
-def warps_for(keys: int, group: int, dim: int, itemsize: int) -> int:  # not gated: gpu only
-    """W for a call. With a ring (``can_ring``): 8 where a lane holds ``RING_NARROW_STATE``
-    query and output floats or more (the 8B heads: W = 16's ring spills there), else 16.
-    Without one: 16 from ``WIDE_KEYS`` keys, where it compiles without spills (not at
-    D=64, G=8: ``unroll``), else ``WARPS``."""
-    if can_ring(dim, itemsize):
+def warps_for(keys: int, group: int, dim: int, ringed: bool) -> int:  # not gated: gpu only
+    """W for a call. With a ring: 8 where a lane holds ``RING_NARROW_STATE`` query and
+    output floats or more (the 8B heads: W = 16's ring spills there), else 16. Without
+    one: 16 from ``WIDE_KEYS`` keys, where it compiles without spills (not at D=64, G=8:
+    ``unroll``), else ``WARPS``."""
+    if ringed:
         return 8 if group * (dim // 32) >= RING_NARROW_STATE else 16
     if keys >= WIDE_KEYS and not (dim == 64 and group == 8):
         return 16
@@ -148,13 +149,14 @@ def can_ring(dim: int, itemsize: int) -> bool:  # not gated: gpu only
     return dim // 32 * itemsize in ASYNC_BYTES
 
 
-def ring_slots(group: int, dim: int, itemsize: int, warps: int) -> int:  # not gated: gpu only
-    """R: ``RING`` slots where ``can_ring`` and the block's shared memory stays within one
-    block's limit, else 0."""
-    if not can_ring(dim, itemsize):
+def ring_slots(group: int, dim: int, itemsize: int, warps: int,  # not gated: gpu only
+               wanted: int = 0) -> int:
+    """R: the ``wanted`` slots where ``can_ring`` and the block's shared memory stays
+    within one block's limit, else 0."""
+    if not wanted or not can_ring(dim, itemsize):
         return 0
-    need = shared_bytes(group, dim) + ring_bytes(dim, itemsize, warps, RING)
-    return RING if need <= BLOCK_SHARED else 0
+    need = shared_bytes(group, dim) + ring_bytes(dim, itemsize, warps, wanted)
+    return wanted if need <= BLOCK_SHARED else 0
 
 
 def unroll(group: int, dim: int, warps: int) -> int:  # not gated: gpu only
