@@ -16,7 +16,8 @@ WorkerStartError (every worker would die the same way).
 
 Cells are handed out one at a time, so a crash costs only its own cell and a slow model
 never holds others back. An idle worker takes the next cell of the model it last ran
-(its model stays loaded), else the first cell of a model no other worker is on.
+(its model stays loaded), else the first cell of a model no other worker is on. The
+real checkpoint's cells, the slowest by far, are handed out first.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from batchlab.cells.cell import Cell
 from batchlab.cells.result import CellResult
 from batchlab.matrix.evaluate import Reference, evaluate_cell, rerun_command
 from batchlab.status import Status
+from batchlab.zoo.real import REAL
 
 # spawn, not fork: MLX keeps threads and device state that do not survive a fork.
 _CONTEXT = multiprocessing.get_context("spawn")
@@ -96,7 +98,10 @@ class WorkerPool:
         self._started = 0
 
     def run(self, cells: list[Cell]) -> Iterator[CellResult]:
-        pending = list(cells)
+        # the real checkpoint's cells first (~0.3 s a decode step against the zoo's ~0.01):
+        # last in matrix order, the last one handed out could leave the other worker idle
+        # for most of its length; first, the tail is zoo cells of a fraction of a second
+        pending = sorted(cells, key=lambda c: c.model not in REAL)
         workers = [self._start() for _ in range(min(self.jobs, len(cells)))]
         try:
             while pending or any(w.cell for w in workers):
