@@ -111,6 +111,32 @@ def timed(fn, n=24, rounds=7) -> float:
     return statistics.median(per) * 1e6
 
 
+# (name, query heads, KV heads, head dim, B, keys) of the timing tables
+TIMED_SHAPES = (
+    ("llama-3.1-8b", 32, 8, 128, 256, 128), ("llama-3.1-8b", 32, 8, 128, 256, 192),
+    ("llama-3.1-8b", 32, 8, 128, 256, 255), ("llama-3.1-8b", 32, 8, 128, 64, 192),
+    ("llama-3.2-1b", 32, 8, 64, 256, 192), ("llama-3.2-1b", 32, 8, 64, 64, 128),
+    ("qwen3-0.6b", 16, 8, 128, 256, 192))
+
+
+def timing_table(columns, shapes, width: int) -> None:
+    """A row a shape: us a call of ``grouped_decode_attention`` with each column's
+    keyword arguments, then MLX's, the bytes read and the best column's GB/s."""
+    print(f"{'shape':14s} {'B':>4s} {'keys':>5s} "
+          + " ".join(f"{label + ' us':>{width}s}" for label, _ in columns)
+          + f" {'MLX us':>8s} {'MB':>7s} {'GB/s best':>9s}", flush=True)
+    for name, hq, hkv, dim, b, keys in shapes:
+        q, kbuf, vbuf = inputs(b, hq, hkv, dim, BF, keys, 256)
+        mx.eval(q, kbuf, vbuf)
+        k, v = kbuf[:, :, :keys], vbuf[:, :, :keys]
+        us = [timed(lambda kw=kw: gd.grouped_decode_attention(
+            q, k, v, dim ** -0.5, **kw)) for _, kw in columns]  # noqa: B023
+        mlx = timed(lambda: SDPA(q, k, v, scale=dim ** -0.5, mask=None))  # noqa: B023
+        mb = 2 * b * hkv * keys * dim * 2 / 1e6
+        print(f"{name:14s} {b:4d} {keys:5d} " + " ".join(f"{u:{width}.1f}" for u in us)
+              + f" {mlx:8.1f} {mb:7.1f} {mb / min(us) * 1e3:9.0f}", flush=True)
+
+
 def exact(variants, strided=False) -> bool:
     """Every head shape, batch and key count of ``HEADS`` x ``KEYS`` (evaluated inputs,
     in-graph, far-apart scores) for each (layout, warps, prefetch[, ring]) of
@@ -165,24 +191,9 @@ def looped_part() -> bool:
     cols = [("looped", 4, False), ("looped", 8, False), ("looped", 16, False),
             ("looped", 8, True), ("staged", None, None), ("simple", None, None),
             (None, None, None)]
-    print(f"{'shape':14s} {'B':>4s} {'keys':>5s} " + " ".join(
-        f"{((lay or 'default')[:7] + (f'/{w}' if w else '') + ('+pf' if pf else '')) + ' us':>13s}"
-        for lay, w, pf in cols)
-        + f" {'MLX us':>8s} {'MB':>7s} {'GB/s best':>9s}", flush=True)
-    for name, hq, hkv, dim, b, keys in (
-            ("llama-3.1-8b", 32, 8, 128, 256, 128), ("llama-3.1-8b", 32, 8, 128, 256, 192),
-            ("llama-3.1-8b", 32, 8, 128, 256, 255), ("llama-3.1-8b", 32, 8, 128, 64, 192),
-            ("llama-3.2-1b", 32, 8, 64, 256, 192), ("llama-3.2-1b", 32, 8, 64, 64, 128),
-            ("qwen3-0.6b", 16, 8, 128, 256, 192)):
-        q, kbuf, vbuf = inputs(b, hq, hkv, dim, BF, keys, 256)
-        mx.eval(q, kbuf, vbuf)
-        k, v = kbuf[:, :, :keys], vbuf[:, :, :keys]
-        us = [timed(lambda lay=lay, w=w, pf=pf: gd.grouped_decode_attention(
-            q, k, v, dim ** -0.5, lay, w, pf)) for lay, w, pf in cols]  # noqa: B023
-        mlx = timed(lambda: SDPA(q, k, v, scale=dim ** -0.5, mask=None))  # noqa: B023
-        mb = 2 * b * hkv * keys * dim * 2 / 1e6
-        print(f"{name:14s} {b:4d} {keys:5d} " + " ".join(f"{u:13.1f}" for u in us)
-              + f" {mlx:8.1f} {mb:7.1f} {mb / min(us) * 1e3:9.0f}", flush=True)
+    timing_table([(((lay or "default")[:7] + (f"/{w}" if w else "") + ("+pf" if pf else "")),
+                    {"layout": lay, "warps": w, "prefetch": pf}) for lay, w, pf in cols],
+                 TIMED_SHAPES, 13)
     return ok_all
 
 
@@ -199,24 +210,10 @@ def ring_part() -> bool:
     cols = [("looped", 8, 0), ("looped", 16, 0), ("looped", 8, 2), ("looped", 8, 4),
             ("looped", 8, 8),
             ("looped", 16, 2), ("looped", 16, 4), ("looped", 16, 8), (None, None, None)]
-    print(f"{'shape':14s} {'B':>4s} {'keys':>5s} " + " ".join(
-        f"{(f'W{w}/R{r}' if w else 'default') + ' us':>11s}" for _, w, r in cols)
-        + f" {'MLX us':>8s} {'MB':>7s} {'GB/s best':>9s}", flush=True)
-    for name, hq, hkv, dim, b, keys in (
-            ("llama-3.1-8b", 32, 8, 128, 256, 128), ("llama-3.1-8b", 32, 8, 128, 256, 192),
-            ("llama-3.1-8b", 32, 8, 128, 256, 255), ("llama-3.1-8b", 32, 8, 128, 64, 192),
-            ("llama-3.1-8b", 32, 8, 128, 16, 192),
-            ("llama-3.2-1b", 32, 8, 64, 256, 192), ("llama-3.2-1b", 32, 8, 64, 64, 128),
-            ("qwen3-0.6b", 16, 8, 128, 256, 192)):
-        q, kbuf, vbuf = inputs(b, hq, hkv, dim, BF, keys, 256)
-        mx.eval(q, kbuf, vbuf)
-        k, v = kbuf[:, :, :keys], vbuf[:, :, :keys]
-        us = [timed(lambda lay=lay, w=w, r=r: gd.grouped_decode_attention(
-            q, k, v, dim ** -0.5, lay, w, None, r)) for lay, w, r in cols]  # noqa: B023
-        mlx = timed(lambda: SDPA(q, k, v, scale=dim ** -0.5, mask=None))  # noqa: B023
-        mb = 2 * b * hkv * keys * dim * 2 / 1e6
-        print(f"{name:14s} {b:4d} {keys:5d} " + " ".join(f"{u:11.1f}" for u in us)
-              + f" {mlx:8.1f} {mb:7.1f} {mb / min(us) * 1e3:9.0f}", flush=True)
+    timing_table([(f"W{w}/R{r}" if w else "default", {"layout": lay, "warps": w, "ring": r})
+                  for lay, w, r in cols],
+                 TIMED_SHAPES[:4] + (("llama-3.1-8b", 32, 8, 128, 16, 192),) + TIMED_SHAPES[4:],
+                 11)
     return ok_all
 
 
