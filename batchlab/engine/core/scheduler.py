@@ -246,12 +246,12 @@ class Scheduler:
         prefill(self.model, self.prompt.caches, chunks, self.config.prefill_step_size)
 
 
-@functools.cache
 def log_softmax(logits: mx.array) -> mx.array:
     """Log-probabilities over the last axis, as BatchGenerator forms them."""
     return logits - mx.logsumexp(logits, axis=-1, keepdims=True)
 
 
+@functools.cache
 def engine_stream() -> mx.Stream:
     """The stream the engine computes on: mlx-lm's ``generation_stream`` (a public
     helper, not a batch cache), as its own loops use. On the CPU backend the default

@@ -36,7 +36,7 @@ from batchlab.engine.core.config import MLX_LM_DEFAULTS, ScheduleConfig
 from batchlab.engine.core.factory import BatchCaches
 from batchlab.engine.core.layers import single_caches
 from batchlab.engine.core.sampler import GREEDY, SamplingParams
-from batchlab.engine.core.scheduler import Scheduler
+from batchlab.engine.core.scheduler import Scheduler, log_softmax
 
 
 def unsupported_reason(model: nn.Module) -> str | None:
@@ -133,6 +133,6 @@ def decode_forward(model, inputs, idx, left_padding, *buffers):
     caches = [TracedKV(buffers[i], buffers[i + 1], idx, offset, mask)
               for i in range(0, len(buffers), 2)]
     logits = model(inputs[:, None], cache=caches)[:, -1, :]
-    logprobs = logits - mx.logsumexp(logits, axis=-1, keepdims=True)
+    logprobs = log_softmax(logits)
     return (logprobs, *[a for c in caches for a in (c.keys, c.values)])
 

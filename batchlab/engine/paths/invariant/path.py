@@ -54,7 +54,7 @@ from batchlab.engine.core.batch import Request
 from batchlab.engine.core.config import MLX_LM_DEFAULTS, ScheduleConfig
 from batchlab.engine.core.factory import BatchCaches
 from batchlab.engine.core.sampler import GREEDY, RowSampler, SamplingParams
-from batchlab.engine.core.scheduler import Scheduler
+from batchlab.engine.core.scheduler import Scheduler, log_softmax
 from batchlab.engine.kernels.attention_dispatch import install_dispatch
 from batchlab.engine.paths.invariant.rowblock import (
     blocked_model,
@@ -241,7 +241,7 @@ class InvariantScheduler(Scheduler):
         finally:
             for cache in caches:
                 cache.pad_rows = 0
-        return logits - mx.logsumexp(logits, axis=-1, keepdims=True)
+        return log_softmax(logits)
 
     # Every one-token forward (decode steps, a joiner's first step) runs its projections
     # by the row kernel where the model's wrappers can (``rowblock.decoding_by_rows``);
