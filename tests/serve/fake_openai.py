@@ -43,6 +43,7 @@ class FakeServer:
         self.cases = {c.prompt: c for c in load_cases(DEFAULT_HTTP_MATRIX, DEFAULT_GOLDENS,
                                                       MODEL, self.tokenizer)}
         self.in_flight = 0
+        self.started = 0  # requests begun so far
         self.lock = threading.Lock()
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self.httpd.daemon_threads = True
@@ -67,12 +68,17 @@ class FakeServer:
         ids = tuple(prompt) if isinstance(prompt, list) else tuple(
             self.tokenizer.encode(prompt, add_special_tokens=False))
         max_tokens = body["max_tokens"]
+        # crowded: another request was in flight at some point of this one's life (here
+        # at its start, or one started during it), not only at its end: on a loaded
+        # machine the fillers may all finish before the needle does
         with self.lock:
             self.in_flight += 1
+            crowded = self.in_flight > 1
+            started = self.started = self.started + 1
         try:
             time.sleep(STEP_S * max_tokens)
             with self.lock:
-                crowded = self.in_flight > 1
+                crowded = crowded or self.in_flight > 1 or self.started != started
         finally:
             with self.lock:
                 self.in_flight -= 1
