@@ -67,10 +67,9 @@ through the lane's registers into its slot. Only where the loads sit changes: ev
 key meets the same arithmetic in the same order. With a ring ``warps_for`` takes W = 8
 at the 8B heads (``G * VPT`` = 16, where W = 16's ring spills 4-8 bytes at 64
 registers, ptxas 12.9; its shared memory then leaves two blocks an SM instead of
-three), W = 16 elsewhere: the H200's best at 4 slots (reports/bench/cuda-sm90/
-issue28-ring/: at the 8B heads and 256 rows 115 / 154 / 184 us a call at 128 / 192 /
-255 keys against 123 / 166 / 203 without the ring). The ring is off by default
-(``RING``): the decode step did not get faster with it.
+three), W = 16 elsewhere: the H200's fastest at 4 slots
+(reports/bench/cuda-sm90/issue28-ring/). The ring is off by default (``RING``): the
+decode step did not get faster with it.
 
 Off by default (``PREFETCH``, template ``P``): after each batch of ``U`` keys a warp
 asks the rows of its next two streams into L2 (``prefetch.global.L2``: no registers,
@@ -94,9 +93,8 @@ WARP_CHOICES = (4, 8, 16)
 WIDE_KEYS = 160
 # R: K and V rows a warp keeps in flight through ``cp.async`` into its shared-memory ring
 # (``ring_slots``); 0 loads them into registers, ``U`` at a time. Off by default: on the
-# H200 the ring was bit-exact and its best (W, R) ran a call 7-17% faster at 256 rows,
-# but the decode step did not follow (llama-3.1-8b B=256 13.8 ms with it, 13.6 without,
-# in one session; reports/bench/cuda-sm90/issue28-ring/). BATCHLAB_GQA_RING=4 turns it on
+# H200 it was bit-exact and faster a call, but the decode step did not follow
+# (reports/bench/cuda-sm90/issue28-ring/). BATCHLAB_GQA_RING=4 turns it on
 RING = 0
 RING_CHOICES = (2, 4, 8)  # what BATCHLAB_GQA_RING may ask for (0: none)
 RING_NARROW_STATE = 16  # from here W = 16's ring spills (ptxas 12.9: 64 registers)
