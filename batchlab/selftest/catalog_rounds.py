@@ -332,6 +332,14 @@ ROUND_BUGS: tuple[SeededBug, ...] = (
          fast_bugs.flat_drops_mask,
          "rule: a left-padded row's decode mask hides its padding (FACTS); broken on purpose "
          "when the flat forward was written: 175/219 fast cells passed"),
+    _bug("fast-one-row-keys-unrotated", "fast/llama/B1/ragged/static/ctx-short",
+         fast_bugs.one_row_keys_unrotated,
+         "rule: a key is stored rotated at its position (the modules' attention); broken "
+         "on purpose when the one-row RoPE call was written: 184/219 fast cells passed"),
+    _bug("fast-fused-product-memo-by-shape", "fast/qwen3/B1/equal/static/ctx-short",
+         fast_bugs.fused_product_memo_by_shape,
+         "rule: each layer projects its own input (a memo must key on the array, not "
+         "its shape)"),
     # -- process peers (docs/wire-protocol.md, Failures): ERROR for the one cell only
     _bug("peer-crash-mid-cell",
          "l1/llama/B3/ragged/join/ctx-short,l1/llama/B3/ragged/static/ctx-short",

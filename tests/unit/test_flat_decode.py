@@ -36,14 +36,15 @@ def tiny(family: str, tied: bool = False) -> nn.Module:
                                                tie_word_embeddings=tied)))
 
 
-def emissions(model: nn.Module, flat: bool) -> list[tuple[str, int, bytes]]:
+def emissions(model: nn.Module, flat: bool, fuse_one_row: bool = True,
+              lengths: tuple[int, ...] = (5, 9, 3)) -> list[tuple[str, int, bytes]]:
     scheduler = fast.FastScheduler(model, ScheduleConfig(prefill_batch_size=4,
                                                          completion_batch_size=5))
-    assert scheduler._flat  # supported: the test turns it off by hand
-    scheduler._flat = flat
+    assert scheduler._flat and scheduler._fuse_one_row  # the test turns them off by hand
+    scheduler._flat, scheduler._fuse_one_row = flat, fuse_one_row
     rng = np.random.default_rng(7)
     scheduler.insert([Request(name=f"r{i}", prompt=tuple(rng.integers(0, 50, n).tolist()),
-                              max_tokens=6 + i) for i, n in enumerate((5, 9, 3))])
+                              max_tokens=6 + i) for i, n in enumerate(lengths)])
     out, steps = [], 0
     while scheduler.num_active:
         for e in scheduler.step():
@@ -60,6 +61,18 @@ def test_the_flat_forward_gives_the_modules_bits(family, tied):
     flat, modules = emissions(model, True), emissions(model, False)
     assert len(flat) == len(modules) == 6 + 7 + 8 + 4
     assert flat == modules
+
+
+@pytest.mark.parametrize("family,tied", [("llama", False), ("llama", True), ("qwen3", False)])
+@pytest.mark.parametrize("lengths", [(5,), (5, 9, 3)])
+def test_one_row_steps_fused_give_the_same_bits(family, tied, lengths):
+    # one row from the start, or three that drain to one (r2 decodes alone at the end),
+    # with a joiner; llama's one-row step also rotates q and k in one RoPE call
+    model = tiny(family, tied)
+    for flat in (True, False):
+        fused, plain = emissions(model, flat, True, lengths), emissions(model, flat, False, lengths)
+        assert len(fused) == sum(6 + i for i in range(len(lengths))) + 4
+        assert fused == plain
 
 
 def test_only_full_attention_llama_and_qwen3_models_take_it():

@@ -26,6 +26,12 @@ Part ``flat``: fast's decode forward on flat hidden states against the modules'
 forward (``BATCHLAB_FAST_FLAT=0``), the kernel on: every token and logprob byte equal
 (``FLAT SAME yes``).
 
+Part ``onerow``: fast's one-row decode steps with each layer's q/k/v and gate/up as one
+product (and llama's queries and keys through one RoPE call) against the same steps
+with the modules' separate products (``BATCHLAB_FAST_ONE_ROW=0``), on the flat forward
+and the modules': every token and logprob byte equal, and the fused products must have
+run (``ONE ROW SAME yes``).
+
 Part ``fast``: the ``fast`` path's scheduler on bench shapes (real widths, few layers,
 random weights, greedy), equal prompts with rows finishing at different steps and a
 ragged join, once with ``BATCHLAB_FAST_GQA=0`` and once with ``=1``: every emitted token
@@ -33,7 +39,7 @@ and the bytes of every logprobs vector must be equal, and the kernel must have r
 (``FAST SAME yes``).
 
     PYTHONPATH=/tmp/site:$PWD python3 tools/h200/gqa_exact_probe.py \
-        [kernel|looped|ring|fast|flat|all]
+        [kernel|looped|ring|fast|flat|onerow|all]
 """
 
 from __future__ import annotations
@@ -251,13 +257,14 @@ def kernel_part() -> bool:
 
 
 def run_fast(model, gqa: str, batch: int, plen: int, steps: int, vocab: int,
-             flat: str = "1"):
+             flat: str = "1", one_row: str = "1"):
     from batchlab.engine.core.batch import Request
     from batchlab.engine.core.config import ScheduleConfig
     from batchlab.engine.paths.registry import PATHS
 
     os.environ["BATCHLAB_FAST_GQA"] = gqa
     os.environ["BATCHLAB_FAST_FLAT"] = flat
+    os.environ["BATCHLAB_FAST_ONE_ROW"] = one_row
     rng = np.random.default_rng([batch, plen])
     prompts = rng.integers(0, vocab, size=(batch, plen)).tolist()
     late = rng.integers(0, vocab, size=(plen // 2 + 3,)).tolist()
@@ -334,6 +341,47 @@ def flat_part() -> bool:
     return ok_all
 
 
+def one_row_part() -> bool:
+    """fast's one-row steps with fused products against the separate ones, on the flat
+    forward and the modules': tokens and logprob bytes, and the fused products counted."""
+    from batchlab.bench.shapes import load_model
+    from batchlab.engine.paths import fused_projections as fp
+
+    products = [0]
+    real = fp._Group.product
+
+    def counted(self, x):
+        products[0] += x is not self.last_x
+        return real(self, x)
+
+    fp._Group.product = counted
+    ok_all = True
+    # one row from the start (a join makes two for a while), and 3 / 16 rows that drain
+    # to one (rows end at different steps)
+    for name, batch, plen, steps in (("llama-3.1-8b@L3", 1, 100, 40),
+                                     ("llama-3.2-1b@L3", 1, 64, 40),
+                                     ("qwen3-0.6b@L3", 1, 30, 40),
+                                     ("llama-3.2-1b@L3", 3, 150, 30),
+                                     ("qwen3-0.6b@L3", 3, 20, 30),
+                                     ("llama-3.1-8b@L3", 16, 60, 40)):
+        loaded = load_model(name)
+        for flat in ("1", "0"):
+            products[0] = 0
+            fused = run_fast(loaded.model, "1", batch, plen, steps, loaded.vocab_size,
+                             flat, "1")
+            made = products[0]
+            plain = run_fast(loaded.model, "1", batch, plen, steps, loaded.vocab_size,
+                             flat, "0")
+            same = len(fused) == len(plain) and fused == plain
+            ok = same and made > 0 and products[0] == made
+            ok_all &= ok
+            print(f"one row {name} B={batch} prompt {plen} flat {flat}: {len(fused)} "
+                  f"emissions, {made} fused products (off: {products[0] - made}); tokens "
+                  f"and logprobs equal: {same}", flush=True)
+    print(f"ONE ROW SAME {'yes' if ok_all else 'no'}", flush=True)
+    return ok_all
+
+
 if __name__ == "__main__":
     what = sys.argv[1] if len(sys.argv) > 1 else "all"
     ok = True
@@ -343,6 +391,8 @@ if __name__ == "__main__":
         ok &= ring_part()
     if what == "flat":
         ok &= flat_part()
+    if what == "onerow":
+        ok &= one_row_part()
     if what in ("kernel", "all"):
         ok &= kernel_part()
     if what in ("fast", "all"):

@@ -15,10 +15,14 @@ On CUDA it decodes unmasked steps with its own attention kernel, which reads eac
 head once for its query group (``engine/kernels/grouped_decode.py``) where MLX's reads it
 once per query head, and puts every query head through MLX's kernel's float operations
 in MLX's order, so its output is MLX's bit for bit (``BATCHLAB_FAST_GQA=0`` switches it
-off). ``BATCHLAB_FAST_FUSE=1`` adds one q/k/v GEMM, weights concatenated once
-(``fused_projections.py``), from ``FUSE_MIN_ROWS`` rows (below that the step is bound by
-the host, where one GEMM and three slices are one op more than three GEMMs); a wider GEMM
-rounds otherwise, so it is off by default (docs/performance.md).
+off).
+
+A decode step of one row makes each layer's q/k/v and gate/up projections as one product
+each, weights concatenated once (``fused_projections.py``): that step is bound by the
+host, which encodes and launches every kernel, and on CUDA and the CPU the one product
+gives the same bits (``BATCHLAB_FAST_ONE_ROW=0`` switches it off).
+``BATCHLAB_FAST_FUSE=1`` adds one q/k/v GEMM from ``FUSE_MIN_ROWS`` rows on CUDA; a wider
+GEMM rounds otherwise, so it is off by default (docs/performance.md).
 ``BATCHLAB_FAST_PRETRANSPOSE=1`` runs a clone of the model whose projections keep ``W.T``
 made once (``pretransposed.py``: one node fewer per projection, the same operands and
 kernel); opt-in until an H200 run shows its bits unchanged (``pretranspose_probe.py``).
@@ -45,10 +49,16 @@ from batchlab.engine.core.sampler import GREEDY, SamplingParams
 from batchlab.engine.core.scheduler import Scheduler, log_softmax
 from batchlab.engine.kernels.attention_dispatch import install_dispatch
 from batchlab.engine.paths import flat_decode
-from batchlab.engine.paths.fused_projections import fuse_projections, fused
+from batchlab.engine.paths.fused_projections import (
+    ONE_ROW_GROUPS,
+    QKV,
+    fuse_projections,
+    fused,
+    one_row_products_exact,
+)
 from batchlab.engine.paths.pretransposed import PRETRANSPOSE_ENV, pretransposed_model
 
-FUSE_MIN_ROWS = 64  # below it the step is bound by the host: see the docstring
+FUSE_MIN_ROWS = 64  # BATCHLAB_FAST_FUSE=1's q/k/v GEMM: a wide one fills the device
 
 
 def _switched_on(name: str, default: str = "0") -> bool:  # not gated: gpu only
@@ -76,10 +86,11 @@ class FastScheduler(Scheduler):
 
     def __init__(self, model: nn.Module, config: ScheduleConfig = MLX_LM_DEFAULTS,
                  sampling: SamplingParams = GREEDY, row_sampler: type | None = None):
-        self._fuse = False
-        if on_cuda() and _switched_on("BATCHLAB_FAST_FUSE"):  # not gated: gpu only
+        self._fuse_one_row = (one_row_products_exact()
+                              and _switched_on("BATCHLAB_FAST_ONE_ROW", default="1"))
+        self._fuse_wide = on_cuda() and _switched_on("BATCHLAB_FAST_FUSE")
+        if self._fuse_one_row or self._fuse_wide:
             fuse_projections(model)
-            self._fuse = True
         if on_cuda() and _switched_on(PRETRANSPOSE_ENV):  # not gated: gpu only
             # a clone (after the fusion, whose members it leaves alone): W.T made once
             model = pretransposed_model(model)
@@ -91,10 +102,14 @@ class FastScheduler(Scheduler):
             self.caches = BatchCaches(kv_class=GroupedDecodeKV)
 
     def _decode_logprobs(self, inputs: mx.array, caches: list) -> mx.array:
-        if not self._fuse or inputs.shape[0] < FUSE_MIN_ROWS:
-            return self._unfused_decode_logprobs(inputs, caches)
-        with fused():  # not gated: gpu only
-            return self._unfused_decode_logprobs(inputs, caches)
+        rows = inputs.shape[0]
+        if rows == 1 and self._fuse_one_row:
+            with fused(ONE_ROW_GROUPS, biased=False):
+                return self._unfused_decode_logprobs(inputs, caches)
+        if self._fuse_wide and rows >= FUSE_MIN_ROWS:  # not gated: gpu only
+            with fused((QKV,)):
+                return self._unfused_decode_logprobs(inputs, caches)
+        return self._unfused_decode_logprobs(inputs, caches)
 
     def _unfused_decode_logprobs(self, inputs: mx.array, caches: list) -> mx.array:
         if not self._flat:

@@ -18,6 +18,13 @@ bit for bit: the default matrix's ``fast`` cells on the zoo's llama and qwen3 mo
 compare them with the oracle's (``test_flat_decode.py`` with the modules' own forward).
 Other models, and llama models with sliding-window layers, keep the modules' forward
 (``supports``).
+
+A step of one row whose q/k/v product is one GEMM (``fused_projections``) also rotates
+its queries and keys with one RoPE call over the product's q|k columns, where the
+modules make two: RoPE rotates every head alone at the row's offset, so the heads are
+the same bits in one call or two, and with one row the slices the attention and the
+cache get are contiguous. qwen3 normalises queries and keys with their own weights
+first, so it keeps two.
 """
 
 from __future__ import annotations
@@ -26,6 +33,8 @@ import sys
 
 import mlx.core as mx
 from mlx import nn
+
+from batchlab.engine.paths import fused_projections
 
 # mlx-lm's model modules whose decode this forward reproduces, and whether their
 # attention normalises each head's queries and keys (qwen3's q_norm / k_norm)
@@ -63,13 +72,19 @@ def flat_logits(model: nn.Module, tokens: mx.array, caches: list) -> mx.array:
 def _attention(attn: nn.Module, x: mx.array, mask, cache, attention,
                head_norms: bool) -> mx.array:
     rows = x.shape[0]
-    queries = attn.q_proj(x).reshape(rows, attn.n_heads, 1, -1)
-    keys = attn.k_proj(x).reshape(rows, attn.n_kv_heads, 1, -1)
+    q_and_k = None if head_norms or rows > 1 else fused_projections.columns(attn.q_proj, x, 0, 1)
+    if q_and_k is not None:
+        heads = q_and_k.reshape(rows, attn.n_heads + attn.n_kv_heads, 1, -1)
+        heads = attn.rope(heads, offset=cache.offset)
+        queries, keys = heads[:, :attn.n_heads], heads[:, attn.n_heads:]
+    else:
+        queries = attn.q_proj(x).reshape(rows, attn.n_heads, 1, -1)
+        keys = attn.k_proj(x).reshape(rows, attn.n_kv_heads, 1, -1)
+        if head_norms:
+            queries, keys = attn.q_norm(queries), attn.k_norm(keys)
+        queries = attn.rope(queries, offset=cache.offset)
+        keys = attn.rope(keys, offset=cache.offset)
     values = attn.v_proj(x).reshape(rows, attn.n_kv_heads, 1, -1)
-    if head_norms:
-        queries, keys = attn.q_norm(queries), attn.k_norm(keys)
-    queries = attn.rope(queries, offset=cache.offset)
-    keys = attn.rope(keys, offset=cache.offset)
     keys, values = cache.update_and_fetch(keys, values)
     output = attention(queries, keys, values, cache=cache, scale=attn.scale, mask=mask)
     return attn.o_proj(output.reshape(rows, -1))
