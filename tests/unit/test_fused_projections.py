@@ -94,7 +94,7 @@ def test_a_quantized_or_mismatched_group_stays_plain():
     assert type(model.model.layers[1].self_attn.q_proj) is nn.QuantizedLinear
 
 
-def test_fast_fuses_one_row_on_cuda_and_the_cpu_and_from_64_rows_when_switched_on(
+def test_fast_fuses_one_row_on_the_cpu_and_on_cuda_and_from_64_rows_when_switched_on(
         monkeypatch):
     from contextlib import contextmanager
 
@@ -130,9 +130,11 @@ def test_fast_fuses_one_row_on_cuda_and_the_cpu_and_from_64_rows_when_switched_o
     assert scheduler.caches.kv_class is fast.UnmaskedDecodeKV
     assert steps(scheduler, model) == one_row
     monkeypatch.setattr(fast, "on_cuda", lambda: True)
-    scheduler = fast.FastScheduler(model)  # CUDA, nothing set: the kernel (MLX's bits)
+    scheduler = fast.FastScheduler(model)  # CUDA, nothing set: the kernel, no fusion
     assert scheduler.caches.kv_class is fast.GroupedDecodeKV
-    assert steps(scheduler, model) == one_row
+    assert steps(scheduler, model) == []
+    monkeypatch.setenv("BATCHLAB_FAST_ONE_ROW", "1")
+    assert steps(fast.FastScheduler(model), model) == one_row
     monkeypatch.setenv("BATCHLAB_FAST_GQA", "0")
     monkeypatch.setenv("BATCHLAB_FAST_FUSE", "1")
     scheduler = fast.FastScheduler(model)

@@ -20,7 +20,9 @@ off).
 A decode step of one row makes each layer's q/k/v and gate/up projections as one product
 each, weights concatenated once (``fused_projections.py``): that step is bound by the
 host, which encodes and launches every kernel, and on CUDA and the CPU the one product
-gives the same bits (``BATCHLAB_FAST_ONE_ROW=0`` switches it off).
+gives the same bits. It is on by default on the CPU, where the gate checks it, and opt-in
+on CUDA (``BATCHLAB_FAST_ONE_ROW=1``), where fewer kernels have not yet made a step
+shorter (docs/performance.md); ``BATCHLAB_FAST_ONE_ROW=0`` switches it off.
 ``BATCHLAB_FAST_FUSE=1`` adds one q/k/v GEMM from ``FUSE_MIN_ROWS`` rows on CUDA; a wider
 GEMM rounds otherwise, so it is off by default (docs/performance.md).
 ``BATCHLAB_FAST_PRETRANSPOSE=1`` runs a clone of the model whose projections keep ``W.T``
@@ -86,8 +88,10 @@ class FastScheduler(Scheduler):
 
     def __init__(self, model: nn.Module, config: ScheduleConfig = MLX_LM_DEFAULTS,
                  sampling: SamplingParams = GREEDY, row_sampler: type | None = None):
-        self._fuse_one_row = (one_row_products_exact()
-                              and _switched_on("BATCHLAB_FAST_ONE_ROW", default="1"))
+        # on CUDA one-row fusion is opt-in: on the H200 it shortened no step and
+        # lengthened qwen3-0.6b's (reports/bench/cuda-sm90/issue28-one-row/)
+        self._fuse_one_row = one_row_products_exact() and _switched_on(
+            "BATCHLAB_FAST_ONE_ROW", default="0" if on_cuda() else "1")
         self._fuse_wide = on_cuda() and _switched_on("BATCHLAB_FAST_FUSE")
         if self._fuse_one_row or self._fuse_wide:
             fuse_projections(model)
