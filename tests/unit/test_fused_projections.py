@@ -17,6 +17,7 @@ from batchlab.engine.paths.fused_projections import (
     columns,
     fuse_projections,
     fused,
+    fused_model,
 )
 
 
@@ -87,6 +88,20 @@ def test_only_the_active_groups_and_unbiased_ones_when_asked_are_fused():
     assert set(ONE_ROW_GROUPS) == {QKV, GATE_UP}
 
 
+def test_the_fused_model_is_one_clone_per_model_and_leaves_the_original_plain():
+    model = tiny_llama()
+    clone = fused_model(model)
+    assert fused_model(model) is clone  # the concatenated weights are made once
+    assert type(clone.model.layers[0].self_attn.q_proj) is FusedMemberLinear
+    assert type(model.model.layers[0].self_attn.q_proj) is nn.Linear
+    o_proj = model.model.layers[0].self_attn.o_proj
+    assert clone.model.layers[0].self_attn.o_proj.weight is o_proj.weight  # shared
+    tokens = mx.array([[3, 1, 4]])
+    with fused(ONE_ROW_GROUPS):
+        assert mx.array_equal(clone(tokens), model(tokens)).item()
+    assert fused_model(tiny_llama()) is not clone
+
+
 def test_a_quantized_or_mismatched_group_stays_plain():
     model = tiny_llama()
     nn.quantize(model.model.layers[1].self_attn, group_size=32, bits=8)
@@ -125,8 +140,9 @@ def test_fast_fuses_one_row_on_the_cpu_and_on_cuda_and_from_64_rows_when_switche
     assert steps(scheduler, model) == []
     monkeypatch.undo()
     monkeypatch.setattr(fast, "fused", spy)
-    scheduler = fast.FastScheduler(model)  # the CPU: one row fused, no kernel
-    assert type(model.model.layers[0].self_attn.q_proj) is FusedMemberLinear
+    scheduler = fast.FastScheduler(model)  # the CPU: one row fused (a clone), no kernel
+    assert type(scheduler.model.model.layers[0].self_attn.q_proj) is FusedMemberLinear
+    assert type(model.model.layers[0].self_attn.q_proj) is nn.Linear
     assert scheduler.caches.kv_class is fast.UnmaskedDecodeKV
     assert steps(scheduler, model) == one_row
     monkeypatch.setattr(fast, "on_cuda", lambda: True)

@@ -74,13 +74,12 @@ def test_fast_builds_the_clone_only_when_switched_on_on_cuda(monkeypatch):
 
     model = load("llama").model
     monkeypatch.setenv("BATCHLAB_FAST_PRETRANSPOSE", "1")
-    assert fast.FastScheduler(model).model is model  # the CPU: the model as it is
+    on_the_cpu = fast.FastScheduler(model).model  # one-row fusion's clone, no transposes
+    assert not any(isinstance(m, PretransposedLinear) for _, m in on_the_cpu.named_modules())
     monkeypatch.setattr(fast, "on_cuda", lambda: True)
     monkeypatch.setenv("BATCHLAB_FAST_GQA", "0")
-    clone = fast.FastScheduler(model).model
-    # o_proj: no fused group has it (on the CPU fast fuses the one-row q/k/v and gate/up
-    # members of the shared model, and the clone leaves fused members alone)
-    assert type(clone.model.layers[0].self_attn.o_proj) is PretransposedLinear
-    assert type(model.model.layers[0].self_attn.o_proj) is nn.Linear
+    clone = fast.FastScheduler(model).model  # CUDA: no one-row fusion unless switched on
+    assert type(clone.model.layers[0].self_attn.q_proj) is PretransposedLinear
+    assert type(model.model.layers[0].self_attn.q_proj) is nn.Linear
     monkeypatch.setenv("BATCHLAB_FAST_PRETRANSPOSE", "0")
     assert fast.FastScheduler(model).model is model

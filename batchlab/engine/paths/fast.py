@@ -54,8 +54,8 @@ from batchlab.engine.paths import flat_decode
 from batchlab.engine.paths.fused_projections import (
     ONE_ROW_GROUPS,
     QKV,
-    fuse_projections,
     fused,
+    fused_model,
     one_row_products_exact,
 )
 from batchlab.engine.paths.pretransposed import PRETRANSPOSE_ENV, pretransposed_model
@@ -94,7 +94,7 @@ class FastScheduler(Scheduler):
             "BATCHLAB_FAST_ONE_ROW", default="0" if on_cuda() else "1")
         self._fuse_wide = on_cuda() and _switched_on("BATCHLAB_FAST_FUSE")
         if self._fuse_one_row or self._fuse_wide:
-            fuse_projections(model)
+            model = fused_model(model)
         if on_cuda() and _switched_on(PRETRANSPOSE_ENV):  # not gated: gpu only
             # a clone (after the fusion, whose members it leaves alone): W.T made once
             model = pretransposed_model(model)

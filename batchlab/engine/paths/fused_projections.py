@@ -4,9 +4,10 @@ Two groups: q/k/v and gate/up. Their weights are concatenated once, along the ou
 dim, and inside ``fused(groups)`` a group's first member called on an input computes the
 whole product; the others slice their columns of it (the same input array object:
 mlx-lm's modules call ``q_proj(x), k_proj(x), v_proj(x)`` and ``gate_proj(x),
-up_proj(x)``). Outside it every member is its plain ``nn.Linear`` (the class is swapped
-for a subclass, parameters untouched), so l1, mlx-lm's engines and prefill running the
-same model in the same process are unchanged.
+up_proj(x)``). ``fast`` runs a clone of the model with its members swapped
+(``fused_model``, once per model; ``module_clone.py``), so the original, which l1 and
+mlx-lm's engines in the process run, keeps its plain ``nn.Linear`` layers; outside
+``fused()`` a member is its plain ``nn.Linear`` too (fast's prefill).
 
 ``fast`` uses them in two places:
 
@@ -36,6 +37,7 @@ import mlx.core as mx
 from mlx import nn
 
 from batchlab.backend import on_cuda
+from batchlab.engine.paths.module_clone import cloned
 
 QKV = ("q_proj", "k_proj", "v_proj")
 GATE_UP = ("gate_proj", "up_proj")
@@ -44,6 +46,8 @@ ONE_ROW_GROUPS = frozenset(GROUPS)
 # (groups, biased too) of each fast decode forward in flight on this thread, innermost last
 _ACTIVE: list[tuple[frozenset, bool]] = []
 _FUSED_MODELS: dict[int, weakref.ref] = {}
+# each model's fused clone, kept while the model lives: (the model, weakly; its clone)
+_CLONES: dict[int, tuple[weakref.ref, nn.Module]] = {}
 
 
 def one_row_products_exact() -> bool:
@@ -151,3 +155,16 @@ def fuse_projections(model: nn.Module) -> int:
     key = id(model)
     _FUSED_MODELS[key] = weakref.ref(model, lambda _: _FUSED_MODELS.pop(key, None))
     return count
+
+
+def fused_model(model: nn.Module) -> nn.Module:
+    """A clone of ``model`` with every group fused (``fuse_projections``), the same one
+    for each call while ``model`` lives: the concatenated weights are made once."""
+    entry = _CLONES.get(id(model))
+    if entry is not None and entry[0]() is model:
+        return entry[1]
+    clone = cloned(model)
+    fuse_projections(clone)
+    key = id(model)
+    _CLONES[key] = (weakref.ref(model, lambda _: _CLONES.pop(key, None)), clone)
+    return clone

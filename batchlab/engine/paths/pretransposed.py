@@ -11,9 +11,9 @@ same strides, so it is the same kernel on the same operands: the bits cannot cha
 (CPU: ``tests/unit/test_pretransposed.py``, every logprob byte equal through the fast
 path; the H200 probe that checks the same is ``tools/h200/pretranspose_probe.py``.)
 
-``pretransposed_model(model)`` returns a shallow clone of the module tree (the weights
-are the same arrays; the original model, which other paths in the process run, keeps its
-own modules). Subclasses of Linear (the fused q/k/v members) are left as they are.
+``pretransposed_model(model)`` returns a shallow clone of the module tree
+(``module_clone.py``: the same weight arrays). Subclasses of Linear (the fused q/k/v
+members) are left as they are.
 """
 
 from __future__ import annotations
@@ -22,6 +22,8 @@ import copy
 
 import mlx.core as mx
 from mlx import nn
+
+from batchlab.engine.paths.module_clone import cloned
 
 PRETRANSPOSE_ENV = "BATCHLAB_FAST_PRETRANSPOSE"
 
@@ -51,24 +53,15 @@ def _with_transposed(module: nn.Module, cls: type) -> nn.Module:  # not gated: g
     return clone
 
 
-def _cloned(value):  # not gated: gpu only
-    if type(value) is nn.Linear:
-        return _with_transposed(value, PretransposedLinear)
-    if type(value) is nn.Embedding:
-        return _with_transposed(value, PretransposedEmbedding)
-    if isinstance(value, nn.Module):
-        clone = copy.copy(value)
-        for key, child in value.items():
-            clone[key] = _cloned(child)
-        return clone
-    if isinstance(value, list):
-        return [_cloned(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _cloned(v) for k, v in value.items()}
-    return value
+def _swap(module: nn.Module) -> nn.Module | None:  # not gated: gpu only
+    if type(module) is nn.Linear:
+        return _with_transposed(module, PretransposedLinear)
+    if type(module) is nn.Embedding:
+        return _with_transposed(module, PretransposedEmbedding)
+    return None
 
 
 def pretransposed_model(model: nn.Module) -> nn.Module:  # not gated: gpu only
     """A clone of ``model`` whose Linear layers and Embedding heads use a transposed
     weight made once (the module docstring says why the bits are the same)."""
-    return _cloned(model)
+    return cloned(model, _swap)
