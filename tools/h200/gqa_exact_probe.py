@@ -22,6 +22,10 @@ Part ``ring``: the same comparisons for ``looped`` with its ``cp.async`` ring (t
 default, and W = 8 / 16 at each ring size), keys and values also as strided views, then
 its timing table against no ring.
 
+Part ``stage``: the same comparisons for ``looped`` staging every row of the block in
+shared memory before computing: its timing table against the default and the ring,
+then its bits (W = 8, 16, 32; keys and values also as strided views).
+
 Part ``flat``: fast's decode forward on flat hidden states against the modules'
 forward (``BATCHLAB_FAST_FLAT=0``), the kernel on: every token and logprob byte equal
 (``FLAT SAME yes``).
@@ -39,7 +43,7 @@ and the bytes of every logprobs vector must be equal, and the kernel must have r
 (``FAST SAME yes``).
 
     PYTHONPATH=/tmp/site:$PWD python3 tools/h200/gqa_exact_probe.py \
-        [kernel|looped|ring|fast|flat|onerow|all]
+        [kernel|looped|ring|stage|fast|flat|onerow|all]
 """
 
 from __future__ import annotations
@@ -82,8 +86,8 @@ LAYOUTS = ("simple", "staged", "looped")
 
 
 def compare(q, k, v, scale, layout=None, warps=None, prefetch=None,
-            ring=None) -> tuple[bool, float]:
-    ours = gd.grouped_decode_attention(q, k, v, scale, layout, warps, prefetch, ring)
+            ring=None, stage=None) -> tuple[bool, float]:
+    ours = gd.grouped_decode_attention(q, k, v, scale, layout, warps, prefetch, ring, stage)
     mlx = SDPA(q, k, v, scale=scale, mask=None)
     same = mx.array_equal(ours, mlx)
     diff = mx.abs(ours.astype(F32) - mlx.astype(F32)).max()
@@ -92,13 +96,13 @@ def compare(q, k, v, scale, layout=None, warps=None, prefetch=None,
 
 
 def in_graph(q, kbuf, vbuf, keys, scale, layout=None, warps=None, prefetch=None,
-             ring=None):
+             ring=None, stage=None):
     """keys / values written into a zero buffer and sliced, in the attention's graph."""
     zk, zv = mx.zeros_like(kbuf), mx.zeros_like(vbuf)
     zk[..., :keys, :] = kbuf[..., :keys, :]
     zv[..., :keys, :] = vbuf[..., :keys, :]
     k, v = zk[..., :keys, :], zv[..., :keys, :]
-    ours = gd.grouped_decode_attention(q, k, v, scale, layout, warps, prefetch, ring)
+    ours = gd.grouped_decode_attention(q, k, v, scale, layout, warps, prefetch, ring, stage)
     mlx = SDPA(q, k, v, scale=scale, mask=None)
     same = mx.array_equal(ours, mlx)
     mx.eval(same)
@@ -164,17 +168,19 @@ def exact(variants, strided=False) -> bool:
                     kt = mx.swapaxes(mx.swapaxes(kbuf, 2, 3) + 0, 2, 3)[:, :, :keys]
                     vt = mx.swapaxes(mx.swapaxes(vbuf, 2, 3) + 0, 2, 3)[:, :, :keys]
                     mx.eval(kt, vt)
-                for layout, warps, pf, *ring in variants(name):
-                    r = ring[0] if ring else None
-                    same, diff = compare(q, k, v, scale, layout, warps, pf, r)
-                    graph = in_graph(q, kbuf, vbuf, keys, scale, layout, warps, pf, r)
-                    far, _ = compare(qs, k, v, scale, layout, warps, pf, r)
-                    gather = compare(q, kt, vt, scale, layout, warps, pf, r)[0] \
+                for layout, warps, pf, *extra in variants(name):
+                    r = extra[0] if extra else None
+                    st = extra[1] if len(extra) > 1 else None
+                    same, diff = compare(q, k, v, scale, layout, warps, pf, r, st)
+                    graph = in_graph(q, kbuf, vbuf, keys, scale, layout, warps, pf, r, st)
+                    far, _ = compare(qs, k, v, scale, layout, warps, pf, r, st)
+                    gather = compare(q, kt, vt, scale, layout, warps, pf, r, st)[0] \
                         if strided else True
                     checked += 3 + strided
                     if not (same and graph and far and gather):
                         tag = ((layout or "default") + (f"/W{warps}" if warps else "")
-                               + ("+pf" if pf else "") + (f"/R{r}" if r is not None else ""))
+                               + ("+pf" if pf else "") + (f"/R{r}" if r is not None else "")
+                               + ("/S" if st else ""))
                         bad.append(f"{tag} B{b}/N{keys}: eval {same} (max diff {diff:.3g}) "
                                    f"graph {graph} far {far} strided {gather}")
         ok_all &= not bad
@@ -220,6 +226,25 @@ def ring_part() -> bool:
                   for lay, w, r in cols],
                  TIMED_SHAPES[:4] + (("llama-3.1-8b", 32, 8, 128, 16, 192),) + TIMED_SHAPES[4:],
                  11)
+    return ok_all
+
+
+def stage_part() -> bool:
+    """``looped`` staging every row in shared memory first: exactness (W = 8, 16, 32 with
+    staging, and the default, on every shape; keys and values also as strided views,
+    which stage through registers), after its time against the default and the ring."""
+    def variants(name):
+        wide = () if name == "d64 G8" else (16, 32)  # they spill there (stage_warps_for)
+        return [(None, None, None)] + [("looped", w, False, 0, True) for w in (8, *wide)]
+
+    cols = [("default", {}), ("W16/R0", {"layout": "looped", "warps": 16, "ring": 0}),
+            ("W8/R4", {"layout": "looped", "warps": 8, "ring": 4})] + [
+        (f"S/W{w}", {"layout": "looped", "warps": w, "stage": True}) for w in (8, 16, 32)]
+    # the time first (a call cut short keeps it), then the bits
+    timing_table(cols, TIMED_SHAPES[:4] + (("llama-3.1-8b", 32, 8, 128, 16, 192),)
+                 + TIMED_SHAPES[4:], 11)
+    ok_all = exact(variants, strided=True)
+    print(f"EXACT OK {'yes' if ok_all else 'no'}", flush=True)
     return ok_all
 
 
@@ -389,6 +414,8 @@ if __name__ == "__main__":
         ok &= looped_part()
     if what == "ring":
         ok &= ring_part()
+    if what == "stage":
+        ok &= stage_part()
     if what == "flat":
         ok &= flat_part()
     if what == "onerow":

@@ -107,10 +107,10 @@ def _forced_layout() -> str | None:
 def _forced_warps() -> int | None:
     """``BATCHLAB_GQA_WARPS``, checked (read once, at import: module docstring)."""
     name = os.environ.get("BATCHLAB_GQA_WARPS", "").strip()
-    known = not name or (name.isdigit() and int(name) in looped.WARP_CHOICES)
+    known = not name or (name.isdigit() and int(name) in looped.STAGE_WARP_CHOICES)
     if not known:  # not gated: gpu only
         raise ValueError(f"BATCHLAB_GQA_WARPS={name!r}: one of "
-                         f"{', '.join(map(str, looped.WARP_CHOICES))}")
+                         f"{', '.join(map(str, looped.STAGE_WARP_CHOICES))} (32: staging only)")
     return int(name) if name else None
 
 
@@ -124,7 +124,16 @@ def _forced_ring() -> int | None:
     return int(name) if name else None
 
 
+def _forced_stage() -> bool | None:
+    """``BATCHLAB_GQA_STAGE`` (0 or 1), checked (read once, at import: module docstring)."""
+    name = os.environ.get("BATCHLAB_GQA_STAGE", "").strip()
+    if name not in ("", "0", "1"):  # not gated: gpu only
+        raise ValueError(f"BATCHLAB_GQA_STAGE={name!r}: 0 or 1")
+    return bool(int(name)) if name else None
+
+
 FORCED_LAYOUT = _forced_layout()
+FORCED_STAGE = _forced_stage()
 FORCED_WARPS = _forced_warps()
 FORCED_RING = _forced_ring()
 
@@ -210,9 +219,10 @@ _SOURCE = """
 def _kernel(layout: str, shared: int, warps: int = WARPS):  # not gated: gpu only
     if layout == "looped":
         # the launch bounds name W: one kernel name a W (W is a template argument, so
-        # MLX's kernel name, its JIT cache key, differs with it too)
+        # MLX's kernel name, its JIT cache key, differs with it too); and the shared
+        # memory: MLX sets a kernel's limit once, when it first loads it
         return mx.fast.cuda_kernel(
-            name=f"batchlab_grouped_decode_looped_w{warps}",
+            name=f"batchlab_grouped_decode_looped_w{warps}_s{shared}",
             input_names=["q", "k", "v", "scale"], output_names=["out"],
             source=looped.SOURCE, header=looped.bounds(warps) + _HELPERS,
             ensure_row_contiguous=False, shared_memory=shared)
@@ -273,7 +283,8 @@ def worth_it(rows: int, kv_heads: int) -> bool:  # not gated: gpu only
 def grouped_decode_attention(  # not gated: gpu only
         queries: mx.array, keys: mx.array, values: mx.array, scale: float,
         layout: str | None = None, warps: int | None = None,
-        prefetch: bool | None = None, ring: int | None = None) -> mx.array:
+        prefetch: bool | None = None, ring: int | None = None,
+        stage: bool | None = None) -> mx.array:
     """softmax(q . K^T * scale) . V for one query per row, bit for bit as
     ``mx.fast.scaled_dot_product_attention`` on CUDA; ``keys`` / ``values``
     ``(B, H_kv, N, D)`` as the cache served them (a view of its buffer is fine).
@@ -281,24 +292,34 @@ def grouped_decode_attention(  # not gated: gpu only
     ``warps`` ``looped``'s W (4, 8 or 16; default ``BATCHLAB_GQA_WARPS`` or
     ``looped.warps_for``), ``prefetch`` its L2 prefetch (default ``looped.PREFETCH``)
     and ``ring`` its slots a warp (default ``BATCHLAB_GQA_RING`` or ``looped.RING``;
-    0: none; always none at head dim 96), for the probes."""
+    0: none; always none at head dim 96), ``stage`` whether the block stages every row
+    in shared memory first (default ``BATCHLAB_GQA_STAGE`` or ``looped.STAGE``; where
+    ``looped.can_stage``; it replaces the ring and the prefetch), for the probes."""
     b, n_q, _, dim = queries.shape
     n_kv = keys.shape[1]
     group = n_q // n_kv
     layout = layout or layout_for(group)
     if layout == "looped":
-        size = queries.dtype.size
-        wanted = next(r for r in (ring, FORCED_RING, looped.RING) if r is not None)
+        size, width = queries.dtype.size, keys.shape[2]
+        staged_rows = next(s for s in (stage, FORCED_STAGE, looped.STAGE) if s is not None) \
+            and looped.can_stage(width, group, dim, size)
+        wanted = 0 if staged_rows else \
+            next(r for r in (ring, FORCED_RING, looped.RING) if r is not None)
         ringed = bool(wanted) and looped.can_ring(dim, size)
-        w = warps or FORCED_WARPS or looped.warps_for(keys.shape[2], group, dim, ringed)
-        if w not in looped.WARP_CHOICES:
-            raise ValueError(f"looped warps {w}: one of {looped.WARP_CHOICES}")
+        w = warps or FORCED_WARPS or (looped.stage_warps_for(group, dim) if staged_rows
+                                      else looped.warps_for(width, group, dim, ringed))
+        choices = looped.STAGE_WARP_CHOICES if staged_rows else looped.WARP_CHOICES
+        if w not in choices:
+            raise ValueError(f"looped warps {w}: one of {choices}")
         slots = looped.ring_slots(group, dim, size, w, wanted)
+        fetch_ahead = looped.PREFETCH if prefetch is None else prefetch
         template = [("T", queries.dtype), ("D", dim), ("G", group), ("W", w),
                     ("U", looped.unroll(group, dim, w)),
-                    ("P", int(looped.PREFETCH if prefetch is None else prefetch)),
-                    ("R", slots)]
-        shared = looped.shared_bytes(group, dim) + looped.ring_bytes(dim, size, w, slots)
+                    ("P", int(fetch_ahead and not staged_rows)), ("R", slots),
+                    ("S", int(staged_rows))]
+        shared = looped.shared_bytes(group, dim) + (
+            16 + looped.stage_bytes(width, dim, size) if staged_rows
+            else looped.ring_bytes(dim, size, w, slots))
         return _kernel(layout, shared, w)(
             inputs=[queries, keys, values, scale_array(scale)], template=template,
             grid=(32 * w, n_kv, b), threadgroup=(32 * w, 1, 1),

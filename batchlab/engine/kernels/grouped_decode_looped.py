@@ -100,6 +100,14 @@ RING_CHOICES = (2, 4, 8)  # what BATCHLAB_GQA_RING may ask for (0: none)
 RING_NARROW_STATE = 16  # from here W = 16's ring spills (ptxas 12.9: 64 registers)
 BLOCK_SHARED = 232448  # the shared memory one block may take on the H200 (227 KiB)
 ASYNC_BYTES = (4, 8, 16)  # the sizes of a cp.async copy
+# S: the block asks every K and V row into shared memory before computing (16-byte
+# cp.async.cg copies from all its threads, one commit group per phase of W streams),
+# so a block's rows are in flight at once rather than U or R keys a warp. Off until the
+# H200 times it (gqa_exact_probe.py stage); BATCHLAB_GQA_STAGE=1 turns it on
+STAGE = False
+STAGE_BUCKETS = (32, 64, 128, 256)  # staged rows a block is sized for (one kernel each)
+STAGE_WARP_CHOICES = (4, 8, 16, 32)
+STAGE_WARPS = 16  # W of a staging call (stage_warps_for); the probe times 8, 16 and 32  # W = 32: a warp a stream, one phase (MLX's layout)
 # P: each warp asks its next streams' rows into L2 ahead (``prefetch.global.L2``, no
 # registers, no arithmetic); off until the H200 times it (gqa_exact_probe.py looped)
 PREFETCH = False
@@ -124,9 +132,16 @@ def warps_for(keys: int, group: int, dim: int, ringed: bool) -> int:  # not gate
     return WARPS
 
 
+def stage_warps_for(group: int, dim: int) -> int:  # not gated: gpu only
+    """W for a staging call: ``STAGE_WARPS``, but 8 at head dim 64 with a group of 8,
+    where W = 16 and 32 spill at 64 registers (ptxas 13.0)."""
+    return 8 if dim == 64 and group == 8 else STAGE_WARPS
+
+
 def min_blocks(warps: int) -> int:  # not gated: gpu only
-    """Blocks an SM the launch bounds ask registers for (see the module's budget)."""
-    return max(2, 768 // (32 * warps))
+    """Blocks an SM the launch bounds ask registers for (see the module's budget); one
+    at W = 32 (staging only: 1024 threads, 64 registers each)."""
+    return 1 if warps == 32 else max(2, 768 // (32 * warps))
 
 
 def shared_bytes(group: int, dim: int) -> int:  # not gated: gpu only
@@ -139,6 +154,23 @@ def shared_bytes(group: int, dim: int) -> int:  # not gated: gpu only
 def ring_bytes(dim: int, itemsize: int, warps: int, slots: int) -> int:  # not gated: gpu only
     """The rings' shared memory: ``slots`` K and V rows for each of the block's warps."""
     return warps * slots * 2 * dim * itemsize
+
+
+def stage_rows(keys: int) -> int:  # not gated: gpu only
+    """The rows a staging block is sized for: the smallest ``STAGE_BUCKETS`` entry that
+    holds ``keys`` (the size is fixed per kernel: MLX sets a kernel's shared-memory
+    limit once, when it first loads it)."""
+    return next(rows for rows in STAGE_BUCKETS if rows >= keys)
+
+
+def stage_bytes(keys: int, dim: int, itemsize: int) -> int:  # not gated: gpu only
+    """The staging area's shared memory: ``stage_rows(keys)`` K rows, then as many V."""
+    return 2 * stage_rows(keys) * dim * itemsize
+
+
+def can_stage(keys: int, group: int, dim: int, itemsize: int) -> bool:  # not gated: gpu only
+    """Whether the merge's arrays and every row fit one block's shared memory."""
+    return shared_bytes(group, dim) + 16 + stage_bytes(keys, dim, itemsize) <= BLOCK_SHARED
 
 
 def can_ring(dim: int, itemsize: int) -> bool:  # not gated: gpu only
@@ -250,13 +282,77 @@ SOURCE = """
             asm volatile("prefetch.global.L2 [%0];" :: "l"(p));
         }
     };
+    if (S) {
+        // S = 1: the block first asks every K and V row it will read into shared
+        // memory (16-byte cp.async.cg copies, all threads, one commit group per phase
+        // t = the streams t W .. t W + W - 1), then phase by phase each warp computes
+        // its stream t W + warp from there. Only where the loads sit changes
+        constexpr int CH = D * static_cast<int>(sizeof(T)) / 16;  // 16-byte pieces a row
+        constexpr int EL = 16 / static_cast<int>(sizeof(T));
+        T* stage_k = reinterpret_cast<T*>(looped_raw + (G * 32 * D + 3 * 32 * G + G + 3) / 4 * 4);
+        T* stage_v = stage_k + ((keys + 31) & ~31) * D;
+        const bool al16 = vec && (reinterpret_cast<unsigned long long>(kb) & 15) == 0
+            && (reinterpret_cast<unsigned long long>(vb) & 15) == 0
+            && (ks * static_cast<int>(sizeof(T))) % 16 == 0
+            && (vs * static_cast<int>(sizeof(T))) % 16 == 0;
+        const int rounds = (keys + 31) / 32;  // keys a stream, at most
+#pragma unroll
+        for (int t = 0; t < NS; ++t) {
+            for (int idx = threadIdx.x; idx < rounds * W * 2 * CH; idx += 32 * W) {
+                const int c = idx % CH;
+                const int rest = idx / CH;
+                const bool val = rest & 1;
+                const int r = 32 * (rest / (2 * W)) + t * W + (rest >> 1) % W;
+                if (r >= keys) continue;
+                T* dst = (val ? stage_v : stage_k) + r * D + c * EL;
+                if (al16) {
+                    const T* src = (val ? vb + r * vs : kb + r * ks) + c * EL;
+                    const unsigned int sd =
+                        static_cast<unsigned int>(__cvta_generic_to_shared(dst));
+                    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;"
+                                 :: "r"(sd), "l"(src) : "memory");
+                } else {
+                    const long long st = val ? v_strides[3] : k_strides[3];
+                    const T* row = val ? vb + r * vs : kb + r * ks;
+                    for (int e = 0; e < EL; ++e) dst[e] = row[(c * EL + e) * st];
+                }
+            }
+            asm volatile("cp.async.commit_group;" ::: "memory");
+        }
+#pragma unroll
+        for (int t = 0; t < NS; ++t) {
+            // phase t's rows are in: NS - 1 - t groups may still be in flight
+            if (NS - 1 - t >= 3) asm volatile("cp.async.wait_group 3;" ::: "memory");
+            else if (NS - 1 - t == 2) asm volatile("cp.async.wait_group 2;" ::: "memory");
+            else if (NS - 1 - t == 1) asm volatile("cp.async.wait_group 1;" ::: "memory");
+            else asm volatile("cp.async.wait_group 0;" ::: "memory");
+            __syncthreads();
+            const int s = t * W + warp;
+            for (int r0 = s; r0 < keys; r0 += 32 * U) {
+                Vec kk[U];
+                Vec vv[U];
+#pragma unroll
+                for (int u = 0; u < U; ++u) {
+                    const int r = min(r0 + 32 * u, keys - 1);  // past the end: unused
+                    kk[u] = *reinterpret_cast<const Vec*>(stage_k + r * D + VPT * lane);
+                    vv[u] = *reinterpret_cast<const Vec*>(stage_v + r * D + VPT * lane);
+                }
+#pragma unroll
+                for (int u = 0; u < U; ++u) {
+                    if (r0 + 32 * u >= keys) break;  // uniform over the warp
+""" + MLX_KEY_UPDATE + """\
+                }
+            }
+            flush(s);  // a stream without keys stores MLX's initial state
+        }
+    }
     int pf = warp;  // the next stream to prefetch
     auto ahead = [&](int cur) {
         if (P == 0 || !vec) return;
         for (; pf <= cur + 2 * W && pf < last_stream; pf += W) prefetch(pf);
     };
     ahead(warp);
-    int lr = warp < last_stream ? warp : -1;  // the next row to load
+    int lr = !S && warp < last_stream ? warp : -1;  // the next row to load
     int cr = lr;                              // the next row to compute
     if (R > 0) {
         // the ring: each lane copies its own VPT elements of a row's K and V (VB bytes,
@@ -334,7 +430,7 @@ SOURCE = """
         if (cr >= 0) ahead(cr & 31);
     }
     for (int s = warp; s < 32; s += W) {  // streams without keys: MLX's initial state
-        if (s >= last_stream) flush(s);
+        if (!S && s >= last_stream) flush(s);
     }
     __syncthreads();
 
