@@ -177,3 +177,22 @@ def test_looped_rings_take_the_shared_memory_its_blocks_leave(monkeypatch):
         monkeypatch.setenv("BATCHLAB_GQA_RING", bad)
         with pytest.raises(ValueError, match="0, 2, 4, 8"):
             gd._forced_ring()
+
+
+def test_staging_sizes_a_kernel_per_bucket_and_only_where_the_rows_fit(monkeypatch):
+    assert looped.STAGE is False  # off: slower a call at the 8B heads (issue28-stage/)
+    assert [looped.stage_rows(k) for k in (1, 32, 33, 128, 129, 255)] == \
+        [32, 32, 64, 128, 256, 256]
+    assert looped.stage_bytes(192, 128, 2) == 2 * 256 * 128 * 2 == 131072
+    assert looped.can_stage(255, 4, 128, 2)  # the 8B heads: 67088 + 16 + 131072
+    assert not looped.can_stage(255, 4, 128, 4)  # float32: 262144 bytes of rows
+    assert looped.can_stage(64, 4, 128, 4)
+    assert looped.min_blocks(32) == 1 and "__launch_bounds__(1024, 1)" in looped.bounds(32)
+    assert looped.stage_warps_for(8, 64) == 8 and looped.stage_warps_for(4, 128) == 16
+    monkeypatch.setenv("BATCHLAB_GQA_STAGE", "1")
+    assert gd._forced_stage() is True
+    monkeypatch.setenv("BATCHLAB_GQA_STAGE", "yes")
+    with pytest.raises(ValueError, match="0 or 1"):
+        gd._forced_stage()
+    monkeypatch.setenv("BATCHLAB_GQA_WARPS", "32")
+    assert gd._forced_warps() == 32
