@@ -102,12 +102,15 @@ BLOCK_SHARED = 232448  # the shared memory one block may take on the H200 (227 K
 ASYNC_BYTES = (4, 8, 16)  # the sizes of a cp.async copy
 # S: the block asks every K and V row into shared memory before computing (16-byte
 # cp.async.cg copies from all its threads, one commit group per phase of W streams),
-# so a block's rows are in flight at once rather than U or R keys a warp. Off until the
-# H200 times it (gqa_exact_probe.py stage); BATCHLAB_GQA_STAGE=1 turns it on
+# so a block's rows are in flight at once rather than U or R keys a warp. Off: on the
+# H200 it was bit-exact but slower a call at llama-3.1-8b's heads (206-227 us against
+# 157-170 at B=256, 192 keys: its rows and the merge's arrays leave one block an SM),
+# faster only at llama-3.2-1b's (reports/bench/cuda-sm90/issue28-stage/).
+# BATCHLAB_GQA_STAGE=1 turns it on
 STAGE = False
 STAGE_BUCKETS = (32, 64, 128, 256)  # staged rows a block is sized for (one kernel each)
-STAGE_WARP_CHOICES = (4, 8, 16, 32)
-STAGE_WARPS = 16  # W of a staging call (stage_warps_for); the probe times 8, 16 and 32  # W = 32: a warp a stream, one phase (MLX's layout)
+STAGE_WARP_CHOICES = (4, 8, 16, 32)  # W = 32: a warp a stream, one phase (MLX's layout)
+STAGE_WARPS = 16  # W of a staging call (stage_warps_for)
 # P: each warp asks its next streams' rows into L2 ahead (``prefetch.global.L2``, no
 # registers, no arithmetic); off until the H200 times it (gqa_exact_probe.py looped)
 PREFETCH = False
