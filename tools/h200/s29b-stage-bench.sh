@@ -1,6 +1,7 @@
 # Issue 28, twelfth round, call 2 (warm, after s29-stage.sh; not run: the probe showed
-# staging slower at the 8B heads): the decode step with the staged kernel (BATCHLAB_GQA_STAGE=1, W from STAGE_W) against the default, fast and l1 in
-# the same process. ~8 minutes, each step packs its output.
+# staging slower at the 8B heads): the decode step with the staged kernel
+# (BATCHLAB_GQA_STAGE=1, W from STAGE_W) against the default, fast and l1 in the same
+# process. ~8 minutes, each step packs its output.
 # Run as: STAGE_W=16 bash tools/h200/s29b-stage-bench.sh
 set -u
 R=$OUT/b TAG=b
