@@ -289,7 +289,7 @@ def grouped_decode_attention(  # not gated: gpu only
     ``mx.fast.scaled_dot_product_attention`` on CUDA; ``keys`` / ``values``
     ``(B, H_kv, N, D)`` as the cache served them (a view of its buffer is fine).
     ``layout`` (``simple``, ``staged`` or ``looped``) overrides ``layout_for``, and
-    ``warps`` ``looped``'s W (4, 8 or 16; default ``BATCHLAB_GQA_WARPS`` or
+    ``warps`` ``looped``'s W (4, 8 or 16, or 32 when staged; default ``BATCHLAB_GQA_WARPS`` or
     ``looped.warps_for``), ``prefetch`` its L2 prefetch (default ``looped.PREFETCH``)
     and ``ring`` its slots a warp (default ``BATCHLAB_GQA_RING`` or ``looped.RING``;
     0: none; always none at head dim 96), ``stage`` whether the block stages every row
