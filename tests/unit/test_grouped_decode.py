@@ -7,6 +7,7 @@ trajectories and logprobs with it equal to those without it)."""
 from __future__ import annotations
 
 import mlx.core as mx
+import numpy as np
 import pytest
 
 from batchlab.engine.kernels import grouped_decode as gd
@@ -196,3 +197,62 @@ def test_staging_sizes_a_kernel_per_bucket_and_only_where_the_rows_fit(monkeypat
         gd._forced_stage()
     monkeypatch.setenv("BATCHLAB_GQA_WARPS", "32")
     assert gd._forced_warps() == 32
+
+
+def _mlx_butterfly(values: np.ndarray) -> np.ndarray:
+    """MLX's warp_sum on each head: ``(G, 32)`` float32 lanes -> every lane's result."""
+    x = values.copy()
+    for off in (16, 8, 4, 2, 1):
+        x = x + x[:, np.arange(32) ^ off]  # own value first, as the kernel adds them
+    return x
+
+
+def _split_butterfly(values: np.ndarray) -> np.ndarray:
+    """The split sums as the kernel's text runs them (``H = 1``): a lane keeps half its
+    heads at each of the first log2 G levels, then sums its one head; returns the score
+    each lane ends on, ``(32,)``."""
+    group = values.shape[0]
+    held = [values[:, lane].copy() for lane in range(32)]  # a lane's heads, in order
+    levels = group.bit_length() - 1
+    for t in range(levels):
+        off, half = 16 >> t, group >> (t + 1)
+        sent = [h[:half] if lane & off else h[half:2 * half] for lane, h in enumerate(held)]
+        held = [(h[half:2 * half] if lane & off else h[:half]) + sent[lane ^ off]
+                for lane, h in enumerate(held)]
+    score = np.array([h[0] for h in held], dtype=np.float32)
+    off = 16 >> levels
+    while off:
+        score = score + score[np.arange(32) ^ off]
+        off >>= 1
+    return score
+
+
+@pytest.mark.parametrize("group", [2, 4, 8, 16])
+def test_split_sums_end_on_mlx_bits_for_the_lanes_head(group):
+    # the lane's head is lane / (32 / G); its score must be MLX's bits for that head
+    assert looped.can_split(group) and not any(map(looped.can_split, (1, 3, 6, 32)))
+    rng = np.random.default_rng(group)
+    for scale in (1.0, 1e-3, 1e30):  # mixed magnitudes: any reordering shows in the bits
+        values = (rng.standard_normal((group, 32)) * scale
+                  * rng.choice([1.0, 1e-7, 1e7], size=(group, 32))).astype(np.float32)
+        mlx = _mlx_butterfly(values)
+        assert (mlx == mlx[:, :1]).all()  # MLX's lanes all end on the same bits
+        own = np.arange(32) // (32 // group)
+        split = _split_butterfly(values)
+        assert split.tobytes() == mlx[own, 0].tobytes()
+        # a reordered tree (level 1 before 16) does not give MLX's bits: the test can fail
+        reordered = values.copy()
+        for off in (1, 2, 4, 8, 16):
+            reordered = reordered + reordered[:, np.arange(32) ^ off]
+        if scale == 1e30:
+            assert reordered[:, 0].tobytes() != mlx[:, 0].tobytes()
+
+
+def test_the_split_sums_switch_reads_the_environment(monkeypatch):
+    assert looped.SPLIT is False
+    assert "if (H) {" in looped.SOURCE and looped.SOURCE.count("__shfl_sync") == 6
+    monkeypatch.setenv("BATCHLAB_GQA_SPLIT", "1")
+    assert gd._forced_split() is True
+    monkeypatch.setenv("BATCHLAB_GQA_SPLIT", "on")
+    with pytest.raises(ValueError, match="0 or 1"):
+        gd._forced_split()

@@ -26,6 +26,10 @@ Part ``stage``: the same comparisons for ``looped`` staging every row of the blo
 shared memory before computing: its timing table against the default and the ring,
 then its bits (W = 8, 16, 32; keys and values also as strided views).
 
+Part ``split``: the same comparisons for ``looped`` with the heads' score sums split
+over the lanes (``H``): its time against MLX's sums, then its bits (W = 8 and 16, with
+the ring, staged; strided views too).
+
 Part ``flat``: fast's decode forward on flat hidden states against the modules'
 forward (``BATCHLAB_FAST_FLAT=0``), the kernel on: every token and logprob byte equal
 (``FLAT SAME yes``).
@@ -43,7 +47,7 @@ and the bytes of every logprobs vector must be equal, and the kernel must have r
 (``FAST SAME yes``).
 
     PYTHONPATH=/tmp/site:$PWD python3 tools/h200/gqa_exact_probe.py \
-        [kernel|looped|ring|stage|fast|flat|onerow|all]
+        [kernel|looped|ring|stage|split|fast|flat|onerow|all]
 """
 
 from __future__ import annotations
@@ -86,8 +90,9 @@ LAYOUTS = ("simple", "staged", "looped")
 
 
 def compare(q, k, v, scale, layout=None, warps=None, prefetch=None,
-            ring=None, stage=None) -> tuple[bool, float]:
-    ours = gd.grouped_decode_attention(q, k, v, scale, layout, warps, prefetch, ring, stage)
+            ring=None, stage=None, split=None) -> tuple[bool, float]:
+    ours = gd.grouped_decode_attention(q, k, v, scale, layout, warps, prefetch, ring, stage,
+                                       split)
     mlx = SDPA(q, k, v, scale=scale, mask=None)
     same = mx.array_equal(ours, mlx)
     diff = mx.abs(ours.astype(F32) - mlx.astype(F32)).max()
@@ -96,13 +101,14 @@ def compare(q, k, v, scale, layout=None, warps=None, prefetch=None,
 
 
 def in_graph(q, kbuf, vbuf, keys, scale, layout=None, warps=None, prefetch=None,
-             ring=None, stage=None):
+             ring=None, stage=None, split=None):
     """keys / values written into a zero buffer and sliced, in the attention's graph."""
     zk, zv = mx.zeros_like(kbuf), mx.zeros_like(vbuf)
     zk[..., :keys, :] = kbuf[..., :keys, :]
     zv[..., :keys, :] = vbuf[..., :keys, :]
     k, v = zk[..., :keys, :], zv[..., :keys, :]
-    ours = gd.grouped_decode_attention(q, k, v, scale, layout, warps, prefetch, ring, stage)
+    ours = gd.grouped_decode_attention(q, k, v, scale, layout, warps, prefetch, ring, stage,
+                                       split)
     mlx = SDPA(q, k, v, scale=scale, mask=None)
     same = mx.array_equal(ours, mlx)
     mx.eval(same)
@@ -171,16 +177,17 @@ def exact(variants, strided=False) -> bool:
                 for layout, warps, pf, *extra in variants(name):
                     r = extra[0] if extra else None
                     st = extra[1] if len(extra) > 1 else None
-                    same, diff = compare(q, k, v, scale, layout, warps, pf, r, st)
-                    graph = in_graph(q, kbuf, vbuf, keys, scale, layout, warps, pf, r, st)
-                    far, _ = compare(qs, k, v, scale, layout, warps, pf, r, st)
-                    gather = compare(q, kt, vt, scale, layout, warps, pf, r, st)[0] \
+                    sp = extra[2] if len(extra) > 2 else None
+                    same, diff = compare(q, k, v, scale, layout, warps, pf, r, st, sp)
+                    graph = in_graph(q, kbuf, vbuf, keys, scale, layout, warps, pf, r, st, sp)
+                    far, _ = compare(qs, k, v, scale, layout, warps, pf, r, st, sp)
+                    gather = compare(q, kt, vt, scale, layout, warps, pf, r, st, sp)[0] \
                         if strided else True
                     checked += 3 + strided
                     if not (same and graph and far and gather):
                         tag = ((layout or "default") + (f"/W{warps}" if warps else "")
                                + ("+pf" if pf else "") + (f"/R{r}" if r is not None else "")
-                               + ("/S" if st else ""))
+                               + ("/S" if st else "") + ("/H" if sp else ""))
                         bad.append(f"{tag} B{b}/N{keys}: eval {same} (max diff {diff:.3g}) "
                                    f"graph {graph} far {far} strided {gather}")
         ok_all &= not bad
@@ -245,6 +252,34 @@ def stage_part() -> bool:
     # the time first (a call cut short keeps it), then the bits
     timing_table(cols, TIMED_SHAPES[:4] + (("llama-3.1-8b", 32, 8, 128, 16, 192),)
                  + TIMED_SHAPES[4:], 11)
+    ok_all = exact(variants, strided=True)
+    print(f"EXACT OK {'yes' if ok_all else 'no'}", flush=True)
+    return ok_all
+
+
+def split_part() -> bool:
+    """``looped`` with the heads' score sums split over the lanes (template ``H``): its
+    time against MLX's sums (with and without the ring, and staged), then its bits (W = 8
+    and 16, the ring at W = 8, staging at W = 16, and W = 4 at the 8B heads; keys and
+    values also as strided views). Groups that cannot split (1, 3, 5, ...) run MLX's
+    sums either way: those shapes check that the switch leaves them alone."""
+    def variants(name):
+        wide = ("looped", 4, False, 0, False, True) if name == "llama-3.1-8b" else None
+        stage = () if name in ("d64 G8", "f32 d128 G4") else (
+            ("looped", 16, False, 0, True, True),)
+        return [(None, None, None), ("looped", 8, False, 0, False, True),
+                ("looped", 16, False, 0, False, True), ("looped", 8, False, 4, False, True),
+                *stage, *([wide] if wide else [])]
+
+    def col(label, warps, ring=0, stage=False, split=True):
+        return (label, {"layout": "looped", "warps": warps, "ring": ring, "stage": stage,
+                        "split": split})
+    cols = [("default", {}), col("W8", 8, split=False), col("W8/H", 8),
+            col("W16", 16, split=False), col("W16/H", 16), col("W8R4", 8, 4, split=False),
+            col("W8R4/H", 8, 4), col("W16R4/H", 16, 4), col("S16/H", 16, stage=True)]
+    # the time first (a call cut short keeps it), then the bits
+    timing_table(cols, TIMED_SHAPES[:4] + (("llama-3.1-8b", 32, 8, 128, 16, 192),)
+                 + TIMED_SHAPES[4:], 9)
     ok_all = exact(variants, strided=True)
     print(f"EXACT OK {'yes' if ok_all else 'no'}", flush=True)
     return ok_all
@@ -418,6 +453,8 @@ if __name__ == "__main__":
         ok &= ring_part()
     if what == "stage":
         ok &= stage_part()
+    if what == "split":
+        ok &= split_part()
     if what == "flat":
         ok &= flat_part()
     if what == "onerow":

@@ -129,6 +129,8 @@ def main() -> int:
     ap.add_argument("--warps", default=",".join(str(w) for w in looped.WARP_CHOICES))
     ap.add_argument("--unroll", default="", help="looped U to try instead of unroll()")
     ap.add_argument("--prefetch", default="0,1", help="looped P (L2 prefetch) to compile")
+    ap.add_argument("--split", default="0,1", help="looped H (split head sums) to compile "
+                    "(1 only where looped.can_split)")
     ap.add_argument("--ring", default="0,4", help="looped R to compile (0: no ring; "
                     "ring_slots() turns down what a block cannot hold)")
     args = ap.parse_args()
@@ -149,15 +151,17 @@ def main() -> int:
                 def rings(w, group=group, dim=dim, size=size):
                     return sorted({looped.ring_slots(group, dim, size, w, int(r))
                                    for r in args.ring.split(",")})
-                variants = [(w, u, p, r) for w in warps_list
+                splits = sorted({int(h) and looped.can_split(group)
+                                 for h in args.split.split(",")})
+                variants = [(w, u, p, r, h) for w in warps_list
                             for u in ([int(u) for u in args.unroll.split(",")]
                                       if args.unroll else [looped.unroll(group, dim, w)])
                             for p in (int(x) for x in args.prefetch.split(","))
-                            for r in rings(w)]
+                            for r in rings(w) for h in splits]
             else:
                 variants = [(32, staged.SLOTS if layout == "staged"
-                             else gd.unroll(group, dim, size), 0, 0)]
-            for warps, unroll, prefetch, ring in variants:
+                             else gd.unroll(group, dim, size), 0, 0, 0)]
+            for warps, unroll, prefetch, ring, split in variants:
                 consts = [("D", dim), ("G", group)]
                 if layout == "looped":
                     consts.append(("W", warps))
@@ -171,12 +175,12 @@ def main() -> int:
                     header, source, shared = gd._HEADER, gd._SOURCE, 0
                 consts.append(("U", unroll))
                 if layout == "looped":
-                    consts += [("P", prefetch), ("R", ring)]
+                    consts += [("P", prefetch), ("R", ring), ("S", 0), ("H", int(split))]
                 src = wrap(f"k_{layout}", header, source, ctype, consts)
                 ok, log, ptx = nv.ptx(src, opts)
                 total += 1
                 tag = (f"{layout:6s} {dtype:8s} D={dim:3d} G={group} W={warps:2d} U={unroll} "
-                       f"P={prefetch} R={ring} dyn-smem {shared:6d}")
+                       f"P={prefetch} R={ring} H={int(split)} dyn-smem {shared:6d}")
                 if not ok:
                     failures += 1
                     print(f"{tag}: COMPILE FAILED\n{log[:3000]}", flush=True)

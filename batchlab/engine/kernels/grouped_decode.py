@@ -42,7 +42,8 @@ at llama-3.1-8b's heads (reports/bench/cuda-sm90/issue28-looped/).
 
 ``BATCHLAB_GQA_LAYOUT`` (``simple``, ``staged`` or ``looped``) replaces ``layout_for``'s
 choice, ``BATCHLAB_GQA_WARPS`` (4, 8 or 16) ``looped.warps_for``'s and
-``BATCHLAB_GQA_RING`` (0, 2, 4 or 8) ``looped.RING``, for every call
+``BATCHLAB_GQA_RING`` (0, 2, 4 or 8) ``looped.RING``, ``BATCHLAB_GQA_STAGE`` and
+``BATCHLAB_GQA_SPLIT`` (0 or 1) ``looped.STAGE`` and ``looped.SPLIT``, for every call
 that names none (all three read once at import; ``staged`` only where the group is a power
 of two, else ``simple``), so one session can time a layout against the default.
 """
@@ -132,7 +133,16 @@ def _forced_stage() -> bool | None:
     return bool(int(name)) if name else None
 
 
+def _forced_split() -> bool | None:
+    """``BATCHLAB_GQA_SPLIT`` (0 or 1), checked (read once, at import: module docstring)."""
+    name = os.environ.get("BATCHLAB_GQA_SPLIT", "").strip()
+    if name not in ("", "0", "1"):  # not gated: gpu only
+        raise ValueError(f"BATCHLAB_GQA_SPLIT={name!r}: 0 or 1")
+    return bool(int(name)) if name else None
+
+
 FORCED_LAYOUT = _forced_layout()
+FORCED_SPLIT = _forced_split()
 FORCED_STAGE = _forced_stage()
 FORCED_WARPS = _forced_warps()
 FORCED_RING = _forced_ring()
@@ -284,7 +294,7 @@ def grouped_decode_attention(  # not gated: gpu only
         queries: mx.array, keys: mx.array, values: mx.array, scale: float,
         layout: str | None = None, warps: int | None = None,
         prefetch: bool | None = None, ring: int | None = None,
-        stage: bool | None = None) -> mx.array:
+        stage: bool | None = None, split: bool | None = None) -> mx.array:
     """softmax(q . K^T * scale) . V for one query per row, bit for bit as
     ``mx.fast.scaled_dot_product_attention`` on CUDA; ``keys`` / ``values``
     ``(B, H_kv, N, D)`` as the cache served them (a view of its buffer is fine).
@@ -294,7 +304,9 @@ def grouped_decode_attention(  # not gated: gpu only
     and ``ring`` its slots a warp (default ``BATCHLAB_GQA_RING`` or ``looped.RING``;
     0: none; always none at head dim 96), ``stage`` whether the block stages every row
     in shared memory first (default ``BATCHLAB_GQA_STAGE`` or ``looped.STAGE``; where
-    ``looped.can_stage``; it replaces the ring and the prefetch), for the probes."""
+    ``looped.can_stage``; it replaces the ring and the prefetch), ``split`` whether the
+    heads' score sums split over the lanes (default ``BATCHLAB_GQA_SPLIT`` or
+    ``looped.SPLIT``; where ``looped.can_split``), for the probes."""
     b, n_q, _, dim = queries.shape
     n_kv = keys.shape[1]
     group = n_q // n_kv
@@ -316,7 +328,9 @@ def grouped_decode_attention(  # not gated: gpu only
         template = [("T", queries.dtype), ("D", dim), ("G", group), ("W", w),
                     ("U", looped.unroll(group, dim, w)),
                     ("P", int(fetch_ahead and not staged_rows)), ("R", slots),
-                    ("S", int(staged_rows))]
+                    ("S", int(staged_rows)),
+                    ("H", int(looped.can_split(group) and next(
+                        h for h in (split, FORCED_SPLIT, looped.SPLIT) if h is not None)))]
         shared = looped.shared_bytes(group, dim) + (
             16 + looped.stage_bytes(width, dim, size) if staged_rows
             else looped.ring_bytes(dim, size, w, slots))

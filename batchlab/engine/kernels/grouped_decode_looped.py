@@ -76,6 +76,23 @@ asks the rows of its next two streams into L2 (``prefetch.global.L2``: no regist
 no shared memory, no arithmetic; the register loads then wait on L2, not DRAM), ~4 KiB
 a stream at 192 keys; the probe times it against ``P = 0``.
 
+The split sums (template ``H``, ``SPLIT``). Nsight found the kernel bound by instruction
+issue, not memory (reports/bench/cuda-sm90/issue28-stage/): per key a lane runs MLX's
+butterfly (5 shuffles and 5 adds) and its online softmax update (a max, two subtracts,
+two ``exp2``, an ``fma``) once for each of the G heads, every lane alike. With ``H`` the
+first ``log2 G`` levels of the G butterflies run as one: at level ``off`` a lane keeps
+the half of the heads its bit ``off`` names, sends the other half to its partner and
+adds the partner's value of each kept head, own value first as MLX's lane does (at
+G = 4: 2 + 1 shuffles and adds instead of 4 + 4). Each lane then holds one head's
+partial, ``lane / (32 / G)``, and runs MLX's remaining levels on it: every lane of
+that head ends with the bits every lane of MLX's warp has (a level adds the same two
+partial sums in both partners, since a float add commutes). The lane runs the
+softmax update for that head only (its ``m`` and ``l`` live in ``m[0]``, ``l[0]``), and
+the heads' ``f`` and ``e`` go to every lane by shuffle: the same values in the same
+operations, G times fewer of the update's instructions (at G = 4, ~32 instructions a
+key instead of ~64). A group that is not a power of two (or one head) keeps MLX's
+per-head sums (``can_split``).
+
 Compiled with NVRTC 12.9 for sm_90a at every template combination ``fits`` admits
 (tools/h200/looped_compile_check.py); on the H200 its output equals
 ``mx.fast.scaled_dot_product_attention``'s on every shape of
@@ -85,6 +102,58 @@ tools/h200/gqa_exact_probe.py (reports/bench/cuda-sm90/issue28-looped/).
 from __future__ import annotations
 
 from batchlab.engine.kernels.decode_streams import MLX_KEY_UPDATE, MLX_QUERY_STATE
+
+# H = 1: the G heads' butterfly sums split over the lanes (module docstring, ``can_split``)
+SPLIT_KEY_UPDATE = """            {
+                float kf[VPT];
+                float sc[G];
+#pragma unroll
+                for (int i = 0; i < VPT; ++i) kf[i] = static_cast<float>(kk[u].v[i]);
+#pragma unroll
+                for (int j = 0; j < G; ++j) {
+                    sc[j] = __fmaf_rn(qv[j][0], kf[0], 0.0f);
+#pragma unroll
+                    for (int i = 1; i < VPT; ++i) sc[j] = __fmaf_rn(qv[j][i], kf[i], sc[j]);
+                }
+                // MLX's levels 16, 8, ... while the lane holds several heads: it keeps
+                // the half its bit ``off`` names and adds the partner's value of each
+                // kept head (the partner keeps the other half and gets ours)
+#pragma unroll
+                for (int t = 0; t < LG; ++t) {
+                    const int off = 16 >> t;
+                    const int half = G >> (t + 1);
+                    const bool up = (lane & off) != 0;
+#pragma unroll
+                    for (int i = 0; i < half; ++i) {
+                        const float mine = up ? sc[i + half] : sc[i];
+                        const float sent = up ? sc[i] : sc[i + half];
+                        sc[i] = __fadd_rn(mine, __shfl_xor_sync(0xffffffffu, sent, off));
+                    }
+                }
+                // the rest of MLX's levels on the one head left: head ``own``
+#pragma unroll
+                for (int off = 16 >> LG; off > 0; off >>= 1) {
+                    sc[0] = __fadd_rn(sc[0], __shfl_xor_sync(0xffffffffu, sc[0], off));
+                }
+                const float mn = fmaxf(m[0], sc[0]);
+                const float f = ex2_approx(__fsub_rn(m[0], mn));
+                const float e = ex2_approx(__fsub_rn(sc[0], mn));
+                m[0] = mn;
+                l[0] = __fmaf_rn(f, l[0], e);
+#pragma unroll
+                for (int j = 0; j < G; ++j) {
+                    const float fj = __shfl_sync(0xffffffffu, f, j * SPAN);
+                    const float ej = __shfl_sync(0xffffffffu, e, j * SPAN);
+#pragma unroll
+                    for (int i = 0; i < VPT; ++i) {
+                        o[j][i] = __fmaf_rn(fj, o[j][i],
+                                            __fmul_rn(ej, static_cast<float>(vv[u].v[i])));
+                    }
+                }
+            }
+"""
+KEY_UPDATE = ("            if (H) {\n" + SPLIT_KEY_UPDATE + "            } else {\n"
+              + MLX_KEY_UPDATE + "            }\n")
 
 WARPS = 8  # W: warps a block (4, 8 or 16), 32 / W streams a warp
 WARP_CHOICES = (4, 8, 16)
@@ -111,6 +180,11 @@ STAGE = False
 STAGE_BUCKETS = (32, 64, 128, 256)  # staged rows a block is sized for (one kernel each)
 STAGE_WARP_CHOICES = (4, 8, 16, 32)  # W = 32: a warp a stream, one phase (MLX's layout)
 STAGE_WARPS = 16  # W of a staging call (stage_warps_for)
+# H: the G heads' butterfly sums of a key split over the lanes, so that each lane ends
+# on one head's score and runs the online softmax update for that head alone (the
+# module's docstring); where ``can_split``. Off until the H200 times it and checks its
+# bits (gqa_exact_probe.py split). BATCHLAB_GQA_SPLIT=1 turns it on
+SPLIT = False
 # P: each warp asks its next streams' rows into L2 ahead (``prefetch.global.L2``, no
 # registers, no arithmetic); off until the H200 times it (gqa_exact_probe.py looped)
 PREFETCH = False
@@ -176,6 +250,12 @@ def can_stage(keys: int, group: int, dim: int, itemsize: int) -> bool:  # not ga
     return shared_bytes(group, dim) + 16 + stage_bytes(keys, dim, itemsize) <= BLOCK_SHARED
 
 
+def can_split(group: int) -> bool:  # not gated: gpu only
+    """Whether the heads' sums can split over the lanes: a group of 2 to 16 heads, a power
+    of two (each level of MLX's butterfly halves the heads a lane holds)."""
+    return 2 <= group <= 16 and group & (group - 1) == 0
+
+
 def can_ring(dim: int, itemsize: int) -> bool:  # not gated: gpu only
     """Whether a lane's share of a row is a ``cp.async`` size (not at head dim 96: 6 or
     12 bytes)."""
@@ -207,6 +287,9 @@ def unroll(group: int, dim: int, warps: int) -> int:  # not gated: gpu only
 SOURCE = """
     constexpr int VPT = D / 32;
     constexpr int NS = 32 / W;        // streams a warp
+    // H = 1: log2 G, and the lanes a head's score ends on (lane / SPAN is the lane's head)
+    constexpr int LG = H ? (G >= 16 ? 4 : G >= 8 ? 3 : G >= 4 ? 2 : G >= 2 ? 1 : 0) : 0;
+    constexpr int SPAN = 32 >> LG;
     constexpr int VB = VPT * sizeof(T);
     constexpr int VA = (VB & -VB) > 16 ? 16 : (VB & -VB);  // VPT = 3: 6 or 12 bytes
     struct alignas(VA) Vec { T v[VPT]; };
@@ -238,12 +321,14 @@ SOURCE = """
 
 """ + MLX_QUERY_STATE + """\
     // a finished stream's state to shared memory, and MLX's initial state back
+    // (H = 1: a lane holds m and l of its own head only, in m[0] and l[0])
     auto flush = [&](int s) {
 #pragma unroll
         for (int j = 0; j < G; ++j) {
-            if (lane == 0) {
-                sm_m[j * 32 + s] = m[j];
-                sm_l[j * 32 + s] = l[j];
+            if (H ? (j == 0 && lane % SPAN == 0) : lane == 0) {
+                const int head = H ? lane / SPAN : j;
+                sm_m[head * 32 + s] = m[j];
+                sm_l[head * 32 + s] = l[j];
             }
             OVec ov;
 #pragma unroll
@@ -343,7 +428,7 @@ SOURCE = """
 #pragma unroll
                 for (int u = 0; u < U; ++u) {
                     if (r0 + 32 * u >= keys) break;  // uniform over the warp
-""" + MLX_KEY_UPDATE + """\
+""" + KEY_UPDATE + """\
                 }
             }
             flush(s);  // a stream without keys stores MLX's initial state
@@ -394,7 +479,7 @@ SOURCE = """
             kk[0] = *reinterpret_cast<const Vec*>(ring + slot * 2 * D + VPT * lane);
             vv[0] = *reinterpret_cast<const Vec*>(ring + slot * 2 * D + D + VPT * lane);
             constexpr int u = 0;
-""" + MLX_KEY_UPDATE + """\
+""" + KEY_UPDATE + """\
             const int stream = cr & 31;
             cr = next(cr);
             if (cr < 0 || (cr & 31) != stream) flush(stream);  // its last key: store it
@@ -425,7 +510,7 @@ SOURCE = """
 #pragma unroll
         for (int u = 0; u < U; ++u) {
             if (cr < 0) break;  // uniform over the warp
-""" + MLX_KEY_UPDATE + """\
+""" + KEY_UPDATE + """\
             const int stream = cr & 31;
             cr = next(cr);
             if (cr < 0 || (cr & 31) != stream) flush(stream);  // its last key: store it
