@@ -318,8 +318,11 @@ def grouped_decode_attention(  # not gated: gpu only
         wanted = 0 if staged_rows else \
             next(r for r in (ring, FORCED_RING, looped.RING) if r is not None)
         ringed = bool(wanted) and looped.can_ring(dim, size)
+        split_sums = looped.can_split(group) and next(
+            h for h in (split, FORCED_SPLIT, looped.SPLIT) if h is not None)
         w = warps or FORCED_WARPS or (looped.stage_warps_for(group, dim) if staged_rows
-                                      else looped.warps_for(width, group, dim, ringed))
+                                      else looped.warps_for(width, group, dim, ringed,
+                                                            split_sums))
         choices = looped.STAGE_WARP_CHOICES if staged_rows else looped.WARP_CHOICES
         if w not in choices:
             raise ValueError(f"looped warps {w}: one of {choices}")
@@ -329,8 +332,7 @@ def grouped_decode_attention(  # not gated: gpu only
                     ("U", looped.unroll(group, dim, w)),
                     ("P", int(fetch_ahead and not staged_rows)), ("R", slots),
                     ("S", int(staged_rows)),
-                    ("H", int(looped.can_split(group) and next(
-                        h for h in (split, FORCED_SPLIT, looped.SPLIT) if h is not None)))]
+                    ("H", int(split_sums))]
         shared = looped.shared_bytes(group, dim) + (
             16 + looped.stage_bytes(width, dim, size) if staged_rows
             else looped.ring_bytes(dim, size, w, slots))

@@ -197,13 +197,16 @@ def bounds(warps: int) -> str:  # not gated: gpu only
             f"__launch_bounds__({32 * warps}, {min_blocks(warps)})\n")
 
 
-def warps_for(keys: int, group: int, dim: int, ringed: bool) -> int:  # not gated: gpu only
+def warps_for(keys: int, group: int, dim: int, ringed: bool,  # not gated: gpu only
+              split: bool = False) -> int:
     """W for a call. With a ring: 8 where a lane holds ``RING_NARROW_STATE`` query and
     output floats or more (the 8B heads: W = 16's ring spills there), else 16. Without
     one: 16 from ``WIDE_KEYS`` keys, where it compiles without spills (not at D=64, G=8:
     ``unroll``), else ``WARPS``."""
     if ringed:
         return 8 if group * (dim // 32) >= RING_NARROW_STATE else 16
+    if split:
+        return 16
     if keys >= WIDE_KEYS and not (dim == 64 and group == 8):
         return 16
     return WARPS
