@@ -1,0 +1,66 @@
+"""Issue 28: the ``fast`` decode step with the looped kernel's variants toggled in one
+process, interleaved (``looped.SPLIT`` and ``looped.RING`` are read at every call), so
+that the variants share the process, the allocator and the device's state: a paired
+A/B finer than separate ``batchlab bench`` processes (whose medians moved 13.3-13.7
+ms/step for the same code in the thirteenth round).
+
+    PYTHONPATH=/tmp/site:$PWD python3 tools/h200/looped_step_ab.py \
+        [--model llama-3.1-8b] [--batch 256] [--rounds 4] [--variants default,split,...]
+
+Prints each variant's ms/step per round (128 prompt + 128 generated tokens per row,
+greedy, a warm-up run of each first), then the median, and each variant's median ratio
+to ``default`` over the rounds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+
+from batchlab.bench.engines import path_driver
+from batchlab.bench.measure import gc_paused, make_prompts
+from batchlab.bench.shapes import load_model
+from batchlab.engine.kernels import grouped_decode_looped as looped
+from batchlab.engine.paths.registry import PATHS
+
+# name: (looped.SPLIT, looped.RING)
+VARIANTS = {"default": (looped.SPLIT, looped.RING), "mlx-sums": (False, 0),
+            "split": (True, 0), "ring4": (False, 4), "split+ring4": (True, 4)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model", default="llama-3.1-8b")
+    ap.add_argument("--batch", type=int, default=256)
+    ap.add_argument("--rounds", type=int, default=4)
+    ap.add_argument("--variants", default="default,split,split+ring4")
+    args = ap.parse_args()
+    names = args.variants.split(",")
+    loaded = load_model(args.model)
+    prompts = make_prompts(args.batch, 128, loaded.vocab_size, 0)
+    drive = path_driver(PATHS["fast"])
+
+    def step_ms(name: str) -> float:
+        looped.SPLIT, looped.RING = VARIANTS[name]
+        with gc_paused():
+            run = drive(loaded.model, prompts, 128)
+        return run.decode_s / run.decode_steps * 1e3
+
+    for name in names:
+        step_ms(name)  # warm-up: this variant's kernels compiled
+    times: dict[str, list[float]] = {n: [] for n in names}
+    for r in range(args.rounds):
+        order = names[r % len(names):] + names[: r % len(names)]
+        for name in order:
+            times[name].append(step_ms(name))
+        print(f"round {r}: " + ", ".join(f"{n} {times[n][-1]:.2f}" for n in names), flush=True)
+    base = times[names[0]]
+    for name in names:
+        ratios = [a / b for a, b in zip(times[name], base, strict=True)]
+        print(f"{args.model} B={args.batch} {name:12s} median {statistics.median(times[name]):.2f}"
+              f" ms/step [{min(times[name]):.2f}-{max(times[name]):.2f}], / {names[0]} "
+              f"{statistics.median(ratios):.3f} [{min(ratios):.3f}-{max(ratios):.3f}]", flush=True)
+
+
+if __name__ == "__main__":
+    main()
