@@ -31,3 +31,6 @@ echo "== broken on purpose: exit $?"; cat $R/broken.log; pack
 timeout 330 python3 tools/h200/looped_step_ab.py --model llama-3.1-8b --batch 256 --rounds 4 \
   --variants mlx-sums,split,split+ring4,ring4 > $R/ab-8b.log 2>&1
 echo "== ab 8b: exit $?"; cat $R/ab-8b.log; pack
+timeout 150 python3 tools/h200/looped_step_ab.py --model llama-3.2-1b --batch 256 --rounds 4 \
+  --variants mlx-sums,split,split+ring4 > $R/ab-1b.log 2>&1
+echo "== ab 1b: exit $?"; tail -3 $R/ab-1b.log; pack
