@@ -107,8 +107,12 @@ from batchlab.engine.kernels.decode_streams import MLX_KEY_UPDATE, MLX_QUERY_STA
 SPLIT_KEY_UPDATE = """            {
                 float kf[VPT];
                 float sc[G];
+                float vf[VPT];
 #pragma unroll
-                for (int i = 0; i < VPT; ++i) kf[i] = static_cast<float>(kk[u].v[i]);
+                for (int i = 0; i < VPT; ++i) {
+                    kf[i] = static_cast<float>(kk[u].v[i]);
+                    vf[i] = static_cast<float>(vv[u].v[i]);
+                }
 #pragma unroll
                 for (int j = 0; j < G; ++j) {
                     sc[j] = __fmaf_rn(qv[j][0], kf[0], 0.0f);
@@ -146,8 +150,7 @@ SPLIT_KEY_UPDATE = """            {
                     const float ej = __shfl_sync(0xffffffffu, e, j * SPAN);
 #pragma unroll
                     for (int i = 0; i < VPT; ++i) {
-                        o[j][i] = __fmaf_rn(fj, o[j][i],
-                                            __fmul_rn(ej, static_cast<float>(vv[u].v[i])));
+                        o[j][i] = __fmaf_rn(fj, o[j][i], __fmul_rn(ej, vf[i]));
                     }
                 }
             }
@@ -182,9 +185,11 @@ STAGE_WARP_CHOICES = (4, 8, 16, 32)  # W = 32: a warp a stream, one phase (MLX's
 STAGE_WARPS = 16  # W of a staging call (stage_warps_for)
 # H: the G heads' butterfly sums of a key split over the lanes, so that each lane ends
 # on one head's score and runs the online softmax update for that head alone (the
-# module's docstring); where ``can_split``. Off until the H200 times it and checks its
-# bits (gqa_exact_probe.py split). BATCHLAB_GQA_SPLIT=1 turns it on
-SPLIT = False
+# module's docstring); where ``can_split``. On: on the H200 its bits were MLX's on every
+# shape of gqa_exact_probe.py split, and llama-3.1-8b B=256's step took 0.966x the time
+# with MLX's sums, paired in one process (reports/bench/cuda-sm90/issue28-split/).
+# BATCHLAB_GQA_SPLIT=0 turns it off
+SPLIT = True
 # P: each warp asks its next streams' rows into L2 ahead (``prefetch.global.L2``, no
 # registers, no arithmetic); off until the H200 times it (gqa_exact_probe.py looped)
 PREFETCH = False
@@ -357,6 +362,16 @@ SOURCE = """
     const int vs = static_cast<int>(v_strides[2]);
     const T* kb = k + b * k_strides[0] + g * k_strides[1];
     const T* vb = v + b * v_strides[0] + g * v_strides[1];
+    // the register path's rows, where they are contiguous (vec) and every element this
+    // block reads lies below 2^31 elements of the buffer's start: a row's address is the
+    // lane's 32-bit offset (kl, vl) plus r times the row stride. With kb + r * ks, the
+    // compiler rebuilt the 64-bit bases from the strides at every key (~40 instructions)
+    const long long k_base = b * k_strides[0] + g * k_strides[1];
+    const long long v_base = b * v_strides[0] + g * v_strides[1];
+    const bool vec32 = vec && k_base + static_cast<long long>(keys - 1) * ks + D < 2147483647LL
+        && v_base + static_cast<long long>(keys - 1) * vs + D < 2147483647LL;
+    const int kl = vec32 ? static_cast<int>(k_base) + VPT * lane : 0;
+    const int vl = vec32 ? static_cast<int>(v_base) + VPT * lane : 0;
     // P = 1: the rows of K and V of the next two streams after the one computing asked
     // into L2 (prefetch.global.L2: no registers held, no arithmetic changed), after
     // each batch of U keys; rows only below keys, only where rows are contiguous (vec)
@@ -493,16 +508,19 @@ SOURCE = """
         asm volatile("cp.async.wait_group 0;" ::: "memory");
     }
     while (R == 0 && cr >= 0) {
-        // the loads of U rows first (past the end: the last key, unused)
+        // the loads of U rows first (past the end: the last key, unused); lr and cr walk
+        // the same rows, so the row after each is found once, here (after[u])
         Vec kk[U];
         Vec vv[U];
+        int after[U];
 #pragma unroll
         for (int u = 0; u < U; ++u) {
             const int r = lr >= 0 ? lr : keys - 1;
             if (lr >= 0) lr = next(lr);
-            if (vec) {
-                kk[u] = *reinterpret_cast<const Vec*>(kb + r * ks + VPT * lane);
-                vv[u] = *reinterpret_cast<const Vec*>(vb + r * vs + VPT * lane);
+            after[u] = lr;
+            if (vec32) {
+                kk[u] = *reinterpret_cast<const Vec*>(k + (kl + r * ks));
+                vv[u] = *reinterpret_cast<const Vec*>(v + (vl + r * vs));
             } else {
                 for (int i = 0; i < VPT; ++i) {
                     kk[u].v[i] = kb[r * ks + (VPT * lane + i) * k_strides[3]];
@@ -515,7 +533,7 @@ SOURCE = """
             if (cr < 0) break;  // uniform over the warp
 """ + KEY_UPDATE + """\
             const int stream = cr & 31;
-            cr = next(cr);
+            cr = after[u];
             if (cr < 0 || (cr & 31) != stream) flush(stream);  // its last key: store it
         }
         if (cr >= 0) ahead(cr & 31);

@@ -1,0 +1,20 @@
+# Issue 28, thirteenth round, second machine: the split sums on by default, and the
+# register path's rows addressed by 32-bit offsets (vec32) with the row after each found
+# once. ~8 minutes, each step packs its output:
+# 1. gqa_exact_probe.py split: time a call, then the bits against MLX on every shape;
+# 2. gqa_exact_probe.py fast: fast's tokens and logprob bytes with the kernel (now split,
+#    vec32) against MLX's attention (FAST SAME);
+# 3. looped_step_ab.py: the 8B and 1B B=256 step, split against MLX's sums, one process.
+# Run as: source .gpu-stage/bundle/q4/install.sh && bash tools/h200/s32-split-default.sh
+set -u
+R=$OUT/d TAG=d
+source tools/h200/bench-lib.sh
+git rev-parse HEAD > $R/commit.txt 2>/dev/null
+timeout 300 python3 tools/h200/gqa_exact_probe.py split > $R/probe-split.log 2>&1
+echo "== probe split: exit $?"; head -10 $R/probe-split.log
+grep -E "EXACT|DIFFER|comparisons" $R/probe-split.log; pack
+timeout 120 python3 tools/h200/gqa_exact_probe.py fast > $R/probe-fast.log 2>&1
+echo "== probe fast: exit $?"; tail -4 $R/probe-fast.log; pack
+timeout 150 python3 tools/h200/looped_step_ab.py --model llama-3.1-8b --batch 256 --rounds 4 \
+  --variants mlx-sums,split > $R/ab-8b.log 2>&1
+echo "== ab 8b: exit $?"; tail -2 $R/ab-8b.log; pack
