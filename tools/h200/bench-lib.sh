@@ -10,3 +10,14 @@ bench() {  # tag, env (k=v,k=v or -), model, batches, paths, repeats, timeout
     --gen-len 128 --bandwidth 3352 --paths $5 --repeats $6 --out $R/bench-$1 > $R/bench-$1.log 2>&1
   echo "== $1 ($3 B=$4, $2): exit $?"; grep -E "ms/step" $R/bench-$1.log | head -2; pack
 }
+# Nsight Compute over one decode step (step_kernels.py), every kernel serialized and
+# timed alone, then its summary by kernel family (ncu_summary.py); s28b spells it out
+ncu_step() {  # tag, env (k=v,k=v or -), model, B, path, warm steps, timeout
+  NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda*/bin/ncu 2>/dev/null | head -1)
+  env_args=$(echo $2 | tr ',' ' '); [ "$2" = - ] && env_args=
+  env $env_args timeout $7 $NCU --profile-from-start off --clock-control none --cache-control none \
+    --metrics gpu__time_duration.sum --csv --page raw --print-units base \
+    python3 tools/h200/step_kernels.py $3 $4 $5 $6 > $R/ncu-$1.csv 2> $R/ncu-$1.err
+  echo "== ncu $1: exit $?"; tail -3 $R/ncu-$1.err
+  python3 tools/h200/ncu_summary.py $R/ncu-$1.csv "$3 B=$4 $5 $2" 2>&1 | tee $R/ncu-$1.txt; pack
+}
