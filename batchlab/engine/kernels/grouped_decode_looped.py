@@ -89,9 +89,8 @@ that head ends with the bits every lane of MLX's warp has (a level adds the same
 partial sums in both partners, since a float add commutes). The lane runs the
 softmax update for that head only (its ``m`` and ``l`` live in ``m[0]``, ``l[0]``), and
 the heads' ``f`` and ``e`` go to every lane by shuffle: the same values in the same
-operations, G times fewer of the update's instructions (at G = 4, ~32 instructions a
-key instead of ~64). A group that is not a power of two (or one head) keeps MLX's
-per-head sums (``can_split``).
+operations, G times fewer of the update's instructions. A group that is not a power of
+two (or one head) keeps MLX's per-head sums (``can_split``).
 
 Compiled with NVRTC 12.9 for sm_90a at every template combination ``fits`` admits
 (tools/h200/looped_compile_check.py); on the H200 its output equals
@@ -365,7 +364,7 @@ SOURCE = """
     // the register path's rows, where they are contiguous (vec) and every element this
     // block reads lies below 2^31 elements of the buffer's start: a row's address is the
     // lane's 32-bit offset (kl, vl) plus r times the row stride. With kb + r * ks, the
-    // compiler rebuilt the 64-bit bases from the strides at every key (~40 instructions)
+    // compiler rebuilt the 64-bit bases from the strides at every key (SASS)
     const long long k_base = b * k_strides[0] + g * k_strides[1];
     const long long v_base = b * v_strides[0] + g * v_strides[1];
     const bool vec32 = vec && k_base + static_cast<long long>(keys - 1) * ks + D < 2147483647LL
