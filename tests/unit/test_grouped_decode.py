@@ -251,6 +251,11 @@ def test_split_sums_end_on_mlx_bits_for_the_lanes_head(group):
 def test_the_split_sums_switch_reads_the_environment(monkeypatch):
     assert looped.SPLIT is True  # on: MLX's bits, and faster at 8B B=256 (issue28-split/)
     assert "if (H) {" in looped.SOURCE and looped.SOURCE.count("__shfl_sync") == 6
+    # with split sums W = 16 at every key count (no ring); MLX's sums keep W = 8 below
+    # WIDE_KEYS, and the ring keeps its own choice
+    assert looped.warps_for(128, 4, 128, False, split=True) == 16
+    assert looped.warps_for(128, 4, 128, False) == looped.WARPS == 8
+    assert looped.warps_for(128, 4, 128, True, split=True) == 8
     monkeypatch.setenv("BATCHLAB_GQA_SPLIT", "1")
     assert gd._forced_split() is True
     monkeypatch.setenv("BATCHLAB_GQA_SPLIT", "on")
