@@ -185,7 +185,7 @@ STAGE_WARPS = 16  # W of a staging call (stage_warps_for)
 # H: the G heads' butterfly sums of a key split over the lanes, so that each lane ends
 # on one head's score and runs the online softmax update for that head alone (the
 # module's docstring); where ``can_split``. On: on the H200 its bits were MLX's on every
-# shape of gqa_exact_probe.py split, and llama-3.1-8b B=256's step took 0.966x the time
+# shape of gqa_exact_probe.py split, and llama-3.1-8b B=256's step took 0.957x the time
 # with MLX's sums, paired in one process (reports/bench/cuda-sm90/issue28-split/).
 # BATCHLAB_GQA_SPLIT=0 turns it off
 SPLIT = True
@@ -362,12 +362,14 @@ SOURCE = """
     const T* kb = k + b * k_strides[0] + g * k_strides[1];
     const T* vb = v + b * v_strides[0] + g * v_strides[1];
     // the register path's rows, where they are contiguous (vec) and every element this
-    // block reads lies below 2^31 elements of the buffer's start: a row's address is the
-    // lane's 32-bit offset (kl, vl) plus r times the row stride. With kb + r * ks, the
-    // compiler rebuilt the 64-bit bases from the strides at every key (SASS)
+    // block reads lies in [0, 2^31) elements of the buffer's start (a first row at or
+    // past the start, rows in order): a row's address is the lane's 32-bit offset (kl,
+    // vl) plus r times the row stride. With kb + r * ks, the compiler rebuilt the 64-bit
+    // bases from the strides at every key (SASS)
     const long long k_base = b * k_strides[0] + g * k_strides[1];
     const long long v_base = b * v_strides[0] + g * v_strides[1];
-    const bool vec32 = vec && k_base + static_cast<long long>(keys - 1) * ks + D < 2147483647LL
+    const bool vec32 = vec && k_base >= 0 && v_base >= 0 && ks >= 0 && vs >= 0
+        && k_base + static_cast<long long>(keys - 1) * ks + D < 2147483647LL
         && v_base + static_cast<long long>(keys - 1) * vs + D < 2147483647LL;
     const int kl = vec32 ? static_cast<int>(k_base) + VPT * lane : 0;
     const int vl = vec32 ? static_cast<int>(v_base) + VPT * lane : 0;
