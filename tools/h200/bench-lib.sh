@@ -21,3 +21,10 @@ ncu_step() {  # tag, env (k=v,k=v or -), model, B, path, warm steps, timeout
   echo "== ncu $1: exit $?"; tail -3 $R/ncu-$1.err
   python3 tools/h200/ncu_summary.py $R/ncu-$1.csv "$3 B=$4 $5 $2" 2>&1 | tee $R/ncu-$1.txt; pack
 }
+# gqa_exact_probe.py's part, its log under $R, its verdict lines printed
+probe() {  # tag, env (k=v,k=v or -), part, timeout
+  env_args=$(echo $2 | tr ',' ' '); [ "$2" = - ] && env_args=
+  env $env_args timeout $4 python3 tools/h200/gqa_exact_probe.py $3 > $R/probe-$1.log 2>&1
+  echo "== probe $1 ($3, $2): exit $?"; head -10 $R/probe-$1.log | grep -v "^fast"
+  grep -E "EXACT|DIFFER|comparisons|SAME|equal: False" $R/probe-$1.log; pack
+}

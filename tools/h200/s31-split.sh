@@ -13,11 +13,8 @@ set -u
 R=$OUT/s TAG=s
 source tools/h200/bench-lib.sh
 git rev-parse HEAD > $R/commit.txt 2>/dev/null
-timeout 330 python3 tools/h200/gqa_exact_probe.py split > $R/probe-split.log 2>&1
-echo "== probe split: exit $?"; head -12 $R/probe-split.log
-grep -E "EXACT|DIFFER|comparisons" $R/probe-split.log; pack
-BATCHLAB_GQA_SPLIT=1 timeout 150 python3 tools/h200/gqa_exact_probe.py fast > $R/probe-fast-split.log 2>&1
-echo "== probe fast, split on: exit $?"; tail -4 $R/probe-fast-split.log; pack
+probe split - split 330
+probe fast-split BATCHLAB_GQA_SPLIT=1 fast 150
 B=/tmp/broken; rm -rf $B; mkdir -p $B; cp -r batchlab $B/
 sed -i 's|for (int off = 16 >> LG; off > 0; off >>= 1) {|for (int off = 1; off <= (16 >> LG); off <<= 1) {|' \
   $B/batchlab/engine/kernels/grouped_decode_looped.py

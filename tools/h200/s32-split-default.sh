@@ -10,11 +10,8 @@ set -u
 R=$OUT/d TAG=d
 source tools/h200/bench-lib.sh
 git rev-parse HEAD > $R/commit.txt 2>/dev/null
-timeout 300 python3 tools/h200/gqa_exact_probe.py split > $R/probe-split.log 2>&1
-echo "== probe split: exit $?"; head -10 $R/probe-split.log
-grep -E "EXACT|DIFFER|comparisons" $R/probe-split.log; pack
-timeout 120 python3 tools/h200/gqa_exact_probe.py fast > $R/probe-fast.log 2>&1
-echo "== probe fast: exit $?"; tail -4 $R/probe-fast.log; pack
+probe split - split 300
+probe fast - fast 120
 timeout 150 python3 tools/h200/looped_step_ab.py --model llama-3.1-8b --batch 256 --rounds 4 \
   --variants mlx-sums,split > $R/ab-8b.log 2>&1
 echo "== ab 8b: exit $?"; tail -2 $R/ab-8b.log; pack
