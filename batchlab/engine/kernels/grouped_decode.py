@@ -44,7 +44,7 @@ at llama-3.1-8b's heads (reports/bench/cuda-sm90/issue28-looped/).
 choice, ``BATCHLAB_GQA_WARPS`` (4, 8 or 16) ``looped.warps_for``'s and
 ``BATCHLAB_GQA_RING`` (0, 2, 4 or 8) ``looped.RING``, ``BATCHLAB_GQA_STAGE`` and
 ``BATCHLAB_GQA_SPLIT`` (0 or 1) ``looped.STAGE`` and ``looped.SPLIT``, for every call
-that names none (all three read once at import; ``staged`` only where the group is a power
+that names none (each read once at import; ``staged`` only where the group is a power
 of two, else ``simple``), so one session can time a layout against the default.
 """
 
