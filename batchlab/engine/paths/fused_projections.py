@@ -45,7 +45,6 @@ GROUPS = (QKV, GATE_UP)
 ONE_ROW_GROUPS = frozenset(GROUPS)
 # (groups, biased too) of each fast decode forward in flight on this thread, innermost last
 _ACTIVE: list[tuple[frozenset, bool]] = []
-_FUSED_MODELS: dict[int, weakref.ref] = {}
 # each model's fused clone, kept while the model lives: (the model, weakly; its clone)
 _CLONES: dict[int, tuple[weakref.ref, nn.Module]] = {}
 
@@ -136,10 +135,8 @@ def _fusable(members: list) -> bool:
 
 def fuse_projections(model: nn.Module) -> int:
     """Swap in fused members for every q/k/v and gate/up group of plain ``nn.Linear``
-    layers of ``model`` (once per model); returns the number of groups fused."""
-    ref = _FUSED_MODELS.get(id(model))
-    if ref is not None and ref() is model:
-        return 0
+    layers of ``model``; returns the number of groups fused. A second call fuses nothing:
+    fused members are no longer plain ``nn.Linear`` (``_fusable``)."""
     count = 0
     for _, module in model.named_modules():
         for names in GROUPS:
@@ -152,8 +149,6 @@ def fuse_projections(model: nn.Module) -> int:
                 m.__class__ = FusedMemberLinear
                 m._fused_group, m._fused_index = group, i
             count += 1
-    key = id(model)
-    _FUSED_MODELS[key] = weakref.ref(model, lambda _: _FUSED_MODELS.pop(key, None))
     return count
 
 

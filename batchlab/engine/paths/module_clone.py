@@ -19,7 +19,7 @@ def cloned(value, swap: Callable[[nn.Module], nn.Module | None] = lambda _: None
     copy whose children are cloned the same way; arrays are shared, never copied."""
     if isinstance(value, nn.Module):
         swapped = swap(value)
-        if swapped is not None:
+        if swapped is not None:  # not gated: gpu only (pretransposed.py, the one swap)
             return swapped
         clone = copy.copy(value)
         for key, child in value.items():
@@ -27,6 +27,6 @@ def cloned(value, swap: Callable[[nn.Module], nn.Module | None] = lambda _: None
         return clone
     if isinstance(value, list):
         return [cloned(v, swap) for v in value]
-    if isinstance(value, dict):
+    if isinstance(value, dict):  # not gated: config
         return {k: cloned(v, swap) for k, v in value.items()}
     return value
