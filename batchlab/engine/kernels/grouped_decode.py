@@ -125,20 +125,27 @@ def _forced_ring() -> int | None:
     return int(name) if name else None
 
 
-def _forced_stage() -> bool | None:
-    """``BATCHLAB_GQA_STAGE`` (0 or 1), checked (read once, at import: module docstring)."""
-    name = os.environ.get("BATCHLAB_GQA_STAGE", "").strip()
+def _forced_flag(variable: str) -> bool | None:
+    """An on/off switch of the environment (0 or 1), checked (read once, at import:
+    module docstring); None where it is not set."""
+    name = os.environ.get(variable, "").strip()
     if name not in ("", "0", "1"):  # not gated: gpu only
-        raise ValueError(f"BATCHLAB_GQA_STAGE={name!r}: 0 or 1")
+        raise ValueError(f"{variable}={name!r}: 0 or 1")
     return bool(int(name)) if name else None
+
+
+def _forced_stage() -> bool | None:
+    return _forced_flag("BATCHLAB_GQA_STAGE")
 
 
 def _forced_split() -> bool | None:
-    """``BATCHLAB_GQA_SPLIT`` (0 or 1), checked (read once, at import: module docstring)."""
-    name = os.environ.get("BATCHLAB_GQA_SPLIT", "").strip()
-    if name not in ("", "0", "1"):  # not gated: gpu only
-        raise ValueError(f"BATCHLAB_GQA_SPLIT={name!r}: 0 or 1")
-    return bool(int(name)) if name else None
+    return _forced_flag("BATCHLAB_GQA_SPLIT")
+
+
+def _chosen(*choices):  # not gated: gpu only
+    """The first of a call's argument, the environment's switch and the module's default
+    that is set."""
+    return next(c for c in choices if c is not None)
 
 
 FORCED_LAYOUT = _forced_layout()
@@ -313,13 +320,11 @@ def grouped_decode_attention(  # not gated: gpu only
     layout = layout or layout_for(group)
     if layout == "looped":
         size, width = queries.dtype.size, keys.shape[2]
-        staged_rows = next(s for s in (stage, FORCED_STAGE, looped.STAGE) if s is not None) \
+        staged_rows = _chosen(stage, FORCED_STAGE, looped.STAGE) \
             and looped.can_stage(width, group, dim, size)
-        wanted = 0 if staged_rows else \
-            next(r for r in (ring, FORCED_RING, looped.RING) if r is not None)
+        wanted = 0 if staged_rows else _chosen(ring, FORCED_RING, looped.RING)
         ringed = bool(wanted) and looped.can_ring(dim, size)
-        split_sums = looped.can_split(group) and next(
-            h for h in (split, FORCED_SPLIT, looped.SPLIT) if h is not None)
+        split_sums = looped.can_split(group) and _chosen(split, FORCED_SPLIT, looped.SPLIT)
         w = warps or FORCED_WARPS or (looped.stage_warps_for(group, dim) if staged_rows
                                       else looped.warps_for(width, group, dim, ringed,
                                                             split_sums))
