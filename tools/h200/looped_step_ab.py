@@ -15,13 +15,13 @@ to ``default`` over the rounds.
 from __future__ import annotations
 
 import argparse
-import statistics
 
 from batchlab.bench.engines import path_driver
 from batchlab.bench.measure import gc_paused, make_prompts
 from batchlab.bench.shapes import load_model
 from batchlab.engine.kernels import grouped_decode_looped as looped
 from batchlab.engine.paths.registry import PATHS
+from paired import paired_rounds  # tools/h200, first on sys.path when run as a script
 
 # name: (looped.SPLIT, looped.RING)
 VARIANTS = {"default": (looped.SPLIT, looped.RING), "mlx-sums": (False, 0),
@@ -46,20 +46,7 @@ def main() -> None:
             run = drive(loaded.model, prompts, 128)
         return run.decode_s / run.decode_steps * 1e3
 
-    for name in names:
-        step_ms(name)  # warm-up: this variant's kernels compiled
-    times: dict[str, list[float]] = {n: [] for n in names}
-    for r in range(args.rounds):
-        order = names[r % len(names):] + names[: r % len(names)]
-        for name in order:
-            times[name].append(step_ms(name))
-        print(f"round {r}: " + ", ".join(f"{n} {times[n][-1]:.2f}" for n in names), flush=True)
-    base = times[names[0]]
-    for name in names:
-        ratios = [a / b for a, b in zip(times[name], base, strict=True)]
-        print(f"{args.model} B={args.batch} {name:12s} median {statistics.median(times[name]):.2f}"
-              f" ms/step [{min(times[name]):.2f}-{max(times[name]):.2f}], / {names[0]} "
-              f"{statistics.median(ratios):.3f} [{min(ratios):.3f}-{max(ratios):.3f}]", flush=True)
+    paired_rounds(names, step_ms, args.rounds, f"{args.model} B={args.batch}")
 
 
 if __name__ == "__main__":

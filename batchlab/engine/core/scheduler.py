@@ -172,6 +172,10 @@ class Scheduler:
         batch.input_logprobs = logprobs
         mx.async_eval(batch.inputs, logprobs)
 
+    def _fed_tokens(self, batch: DecodeBatch, fed: mx.array) -> list[int]:
+        """The host's copy of the tokens this step fed (a path may read them otherwise)."""
+        return fed.tolist()  # already computed: the previous step queued it
+
     def _decode_step(self) -> list[Emission]:
         batch = self.decode
         fed, fed_logprobs = batch.inputs, batch.input_logprobs
@@ -180,7 +184,7 @@ class Scheduler:
         else:
             logprobs = self._decode_logprobs(fed, batch.caches)
         self._sample(batch, logprobs)
-        tokens = fed.tolist()  # already computed: the previous step queued it
+        tokens = self._fed_tokens(batch, fed)
         emitted, keep = [], []
         for i, seq in enumerate(batch.seqs):
             seq.num_emitted += 1
