@@ -1,0 +1,149 @@
+"""Issue 28, item 3: the narrow k and v GEMMs of a B=256 decode step.
+
+At llama-3.1-8b B=256 the k and v projections (N = 1024) run at 0.8 TB/s against the
+q projection's 1.9 and gate/up's 2.8 (reports/bench/cuda-sm90/issue28-one-row/). Two
+ways to fill the device without touching a kernel's arithmetic are tried:
+
+- ``bits``: one GEMM through k's and v's weights side by side (N = 2048). cuBLASLt may
+  pick another kernel for another N, and with it another order of the sums, so each row
+  count is checked: the product's columns against the two GEMMs' outputs, byte for byte;
+  then each form is timed at B=256.
+- ``step``: the fast step, paired in one process (``paired.py``), with the k/v product
+  fused as above (``kv-fused``), with q/k/v fused (``qkv-fused``, BATCHLAB_FAST_FUSE's
+  GEMM), and with the k and v GEMMs queued on a second stream beside q's (``side-stream``,
+  the same kernels, run side by side).
+
+    PYTHONPATH=/tmp/site:$PWD python3 tools/h200/kv_gemm_probe.py bits|step [--model ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from unittest import mock
+
+import mlx.core as mx
+
+from batchlab.bench.engines import path_driver
+from batchlab.bench.measure import gc_paused, make_prompts
+from batchlab.bench.shapes import load_model
+from batchlab.engine.paths import flat_decode
+from batchlab.engine.paths.registry import PATHS
+from paired import paired_rounds  # tools/h200, first on sys.path when run as a script
+
+ROWS = (1, 2, 3, 4, 5, 7, 8, 16, 17, 31, 32, 33, 48, 63, 64, 65, 96, 100, 127, 128, 129,
+        160, 192, 200, 224, 255, 256)
+
+
+def timed(fn, n=50, rounds=5) -> float:
+    mx.eval(fn())
+    mx.synchronize()
+    per = []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        mx.eval([fn() for _ in range(n)])
+        mx.synchronize()
+        per.append((time.perf_counter() - start) / n)
+    return statistics.median(per) * 1e6
+
+
+def bits(dim: int, kv: int) -> None:
+    mx.random.seed(0)
+    wk = (mx.random.normal((kv, dim)) * 0.02).astype(mx.bfloat16)
+    wv = (mx.random.normal((kv, dim)) * 0.02).astype(mx.bfloat16)
+    wkv = mx.concatenate([wk, wv], axis=0)
+    mx.eval(wk, wv, wkv)
+    same = []
+    for rows in ROWS:
+        x = mx.random.normal((rows, dim)).astype(mx.bfloat16)
+        both = x @ wkv.T
+        k, v = x @ wk.T, x @ wv.T
+        equal = mx.array_equal(both[:, :kv], k).item() and mx.array_equal(both[:, kv:], v).item()
+        same.append(equal)
+        print(f"D={dim} N={kv}+{kv} rows={rows}: {'SAME' if equal else 'DIFFER'}", flush=True)
+    print(f"D={dim} N={kv}+{kv}: {sum(same)}/{len(same)} row counts SAME", flush=True)
+    x = mx.random.normal((256, dim)).astype(mx.bfloat16)
+    mx.eval(x)
+    print(f"D={dim} rows=256: k and v GEMMs {timed(lambda: [x @ wk.T, x @ wv.T]):.1f} us, "
+          f"one k|v GEMM {timed(lambda: x @ wkv.T):.1f} us", flush=True)
+
+
+_KV_WEIGHTS: dict[int, mx.array] = {}
+SIDE = None
+
+
+def _kv_fused(attn, x):
+    w = _KV_WEIGHTS.get(id(attn))
+    if w is None:
+        w = _KV_WEIGHTS[id(attn)] = mx.concatenate([attn.k_proj.weight, attn.v_proj.weight])
+        mx.eval(w)
+    n = attn.k_proj.weight.shape[0]
+    kv = x @ w.T
+    return kv[:, :n], kv[:, n:]
+
+
+def _side_stream(attn, x):
+    with mx.stream(SIDE):
+        return attn.k_proj(x), attn.v_proj(x)
+
+
+def _attention_with(kv_products):
+    """``flat_decode._attention``'s many-row form with k's and v's products made by
+    ``kv_products(attn, x)``."""
+
+    def attention_layer(attn, x, mask, cache, attention, head_norms):
+        rows = x.shape[0]
+        k, v = kv_products(attn, x)
+        queries = attn.q_proj(x).reshape(rows, attn.n_heads, 1, -1)
+        keys = k.reshape(rows, attn.n_kv_heads, 1, -1)
+        if head_norms:
+            queries, keys = attn.q_norm(queries), attn.k_norm(keys)
+        queries = attn.rope(queries, offset=cache.offset)
+        keys = attn.rope(keys, offset=cache.offset)
+        values = v.reshape(rows, attn.n_kv_heads, 1, -1)
+        keys, values = cache.update_and_fetch(keys, values)
+        output = attention(queries, keys, values, cache=cache, scale=attn.scale, mask=mask)
+        return attn.o_proj(output.reshape(rows, -1))
+
+    return attention_layer
+
+
+def step(model: str, batch: int, rounds: int, names: list[str]) -> None:
+    global SIDE
+    SIDE = mx.new_stream(mx.default_device())
+    loaded = load_model(model)
+    prompts = make_prompts(batch, 128, loaded.vocab_size, 0)
+    drive = path_driver(PATHS["fast"])
+    forms = {"kv-fused": _attention_with(_kv_fused), "side-stream": _attention_with(_side_stream)}
+
+    def step_ms(name: str) -> float:
+        env = {"BATCHLAB_FAST_FUSE": "1" if name == "qkv-fused" else "0"}
+        with mock.patch.dict("os.environ", env), gc_paused():
+            if name in forms:
+                with mock.patch.object(flat_decode, "_attention", forms[name]):
+                    run = drive(loaded.model, prompts, 128)
+            else:
+                run = drive(loaded.model, prompts, 128)
+        return run.decode_s / run.decode_steps * 1e3
+
+    paired_rounds(names, step_ms, rounds, f"{model} B={batch} fast")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("part", choices=("bits", "step"))
+    ap.add_argument("--model", default="llama-3.1-8b")
+    ap.add_argument("--batch", type=int, default=256)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--variants", default="as-is,kv-fused,side-stream,qkv-fused")
+    args = ap.parse_args()
+    if args.part == "bits":
+        bits(4096, 1024)  # llama-3.1-8b
+        bits(2048, 512)  # llama-3.2-1b
+    else:
+        step(args.model, args.batch, args.rounds, args.variants.split(","))
+
+
+if __name__ == "__main__":
+    main()
