@@ -132,9 +132,26 @@ def step(model: str, batch: int, rounds: int, names: list[str]) -> None:
     paired_rounds(names, step_ms, rounds, f"{model} B={batch} fast")
 
 
+def rope(model: str) -> None:
+    """The model's RoPE on keys sliced from a wider product (strided rows) against the
+    same keys contiguous, at per-row offsets, byte for byte."""
+    attn = load_model(model).model.model.layers[0].self_attn
+    heads, dim = attn.n_kv_heads, attn.k_proj.weight.shape[0] // attn.n_kv_heads
+    for rows in (2, 16, 64, 256):
+        wide = mx.random.normal((rows, 2 * heads * dim), key=mx.random.key(rows))
+        wide = wide.astype(mx.bfloat16)
+        strided = wide[:, :heads * dim].reshape(rows, heads, 1, dim)
+        packed = mx.contiguous(wide[:, :heads * dim]).reshape(rows, heads, 1, dim)
+        offsets = mx.random.randint(0, 300, (rows,), key=mx.random.key(7)).astype(mx.int32)
+        same = mx.array_equal(attn.rope(strided, offset=offsets),
+                              attn.rope(packed, offset=offsets)).item()
+        print(f"rope {model} rows={rows}: strided keys against contiguous: "
+              f"{'SAME' if same else 'DIFFER'}", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("part", choices=("bits", "step"))
+    ap.add_argument("part", choices=("bits", "step", "rope"))
     ap.add_argument("--model", default="llama-3.1-8b")
     ap.add_argument("--batch", type=int, default=256)
     ap.add_argument("--rounds", type=int, default=3)
@@ -143,6 +160,8 @@ def main() -> None:
     if args.part == "bits":
         bits(4096, 1024)  # llama-3.1-8b
         bits(2048, 512)  # llama-3.2-1b
+    elif args.part == "rope":
+        rope(args.model)
     else:
         step(args.model, args.batch, args.rounds, args.variants.split(","))
 

@@ -53,20 +53,28 @@ def keys_and_values(attn: nn.Module, x: mx.array) -> tuple[mx.array, mx.array] |
                                              x.shape[0], x.dtype)
     if not verdict:
         return None
-    product = x @ weight.T
-    n = k_proj.weight.shape[0]
-    return product[:, :n], product[:, n:]
+    product = x @ _stacked(weight)
+    return product[0], product[1]
 
 
 def same_bits(k_weight: mx.array, v_weight: mx.array, kv_weight: mx.array, rows: int,
               dtype) -> bool:
-    """Whether ``x @ kv_weight.T``'s columns equal ``x @ k_weight.T`` and ``x @ v_weight.T``
-    byte for byte, on a fixed random ``x`` of ``rows`` rows (evaluated here, once)."""
+    """Whether the batched product through ``kv_weight`` (``_stacked``) equals ``x @
+    k_weight.T`` and ``x @ v_weight.T`` byte for byte, on a fixed random ``x`` of ``rows``
+    rows (evaluated here, once)."""
     x = mx.random.normal((rows, k_weight.shape[1]), key=mx.random.key(0)).astype(dtype)
-    product, k, v = x @ kv_weight.T, x @ k_weight.T, x @ v_weight.T
-    n = k_weight.shape[0]
-    same = mx.array_equal(product[:, :n], k) & mx.array_equal(product[:, n:], v)
+    product, k, v = x @ _stacked(kv_weight), x @ k_weight.T, x @ v_weight.T
+    same = mx.array_equal(product[0], k) & mx.array_equal(product[1], v)
     return bool(same.item())
+
+
+def _stacked(kv_weight: mx.array) -> mx.array:
+    """``(2, K, N)``: k's ``W.T`` and v's, as one batched GEMM's right operands. The
+    product ``(2, rows, N)`` keeps each projection contiguous: a column slice of one
+    ``(rows, 2N)`` product would hand RoPE strided keys, and on CUDA MLX's RoPE rounds
+    strided input otherwise than contiguous input (reports/bench/cuda-sm90/issue28-kv/)."""
+    n = kv_weight.shape[0] // 2
+    return kv_weight.reshape(2, n, kv_weight.shape[1]).swapaxes(1, 2)
 
 
 def _plain(layer) -> bool:
@@ -83,7 +91,7 @@ def _fusable(k_proj, v_proj) -> bool:
     if "bias" in k_proj or "bias" in v_proj:
         return False
     k, v = k_proj.weight, v_proj.weight
-    return k.shape[1] == v.shape[1] and k.dtype == v.dtype
+    return k.shape == v.shape and k.dtype == v.dtype
 
 
 def _kv_weight(attn: nn.Module) -> mx.array:
