@@ -340,11 +340,6 @@ ROUND_BUGS: tuple[SeededBug, ...] = (
          fast_bugs.fused_product_memo_by_shape,
          "rule: each layer projects its own input (a memo must key on the array, not "
          "its shape)"),
-    _bug("fast-kv-weight-memo-by-shape", "fast/llama/B4/ragged/static/ctx-short",
-         fast_bugs.kv_weight_memo_by_shape,
-         "rule: each layer projects through its own weights (the k|v weight is the "
-         "layer's, not the shape's); the k and v columns swapped on purpose when the k|v "
-         "GEMM was written: 169/219 fast cells passed"),
     # -- process peers (docs/wire-protocol.md, Failures): ERROR for the one cell only
     _bug("peer-crash-mid-cell",
          "l1/llama/B3/ragged/join/ctx-short,l1/llama/B3/ragged/static/ctx-short",

@@ -1,12 +1,10 @@
 """Seeded bugs in ``fast``'s decode forward on flat hidden states
 (``batchlab/engine/paths/flat_decode.py``) and its fused projections
-(``batchlab/engine/paths/fused_projections.py``, ``batchlab/engine/paths/kv_product.py``)."""
+(``batchlab/engine/paths/fused_projections.py``)."""
 
 from __future__ import annotations
 
-import mlx.core as mx
-
-from batchlab.engine.paths import flat_decode, fused_projections, kv_product
+from batchlab.engine.paths import flat_decode, fused_projections
 from batchlab.selftest.inject import Patch, wrapped
 
 
@@ -77,18 +75,3 @@ def fused_product_memo_by_shape() -> list[Patch]:
         return self.last_product
 
     return [Patch(owner=fused_projections._Group, name="product", value=product)]
-
-
-def kv_weight_memo_by_shape() -> list[Patch]:
-    """The k|v weight is made once per weight shape, not per layer: every layer of a
-    model has the same shapes, so every layer after the first projects its keys and
-    values through the first layer's weights."""
-    made: dict[tuple, mx.array] = {}
-
-    def kv_weight(attn):
-        key = (tuple(attn.k_proj.weight.shape), tuple(attn.v_proj.weight.shape))
-        if key not in made:
-            made[key] = mx.concatenate([attn.k_proj.weight, attn.v_proj.weight], axis=0)
-        return made[key]
-
-    return [Patch(owner=kv_product, name="_kv_weight", value=kv_weight)]

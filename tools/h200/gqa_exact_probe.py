@@ -319,7 +319,7 @@ def kernel_part() -> bool:
 
 
 def run_fast(model, gqa: str, batch: int, plen: int, steps: int, vocab: int,
-             flat: str = "1", one_row: str = "1", kv: str = "1"):
+             flat: str = "1", one_row: str = "1"):
     from batchlab.engine.core.batch import Request
     from batchlab.engine.core.config import ScheduleConfig
     from batchlab.engine.paths.registry import PATHS
@@ -327,7 +327,6 @@ def run_fast(model, gqa: str, batch: int, plen: int, steps: int, vocab: int,
     os.environ["BATCHLAB_FAST_GQA"] = gqa
     os.environ["BATCHLAB_FAST_FLAT"] = flat
     os.environ["BATCHLAB_FAST_ONE_ROW"] = one_row
-    os.environ["BATCHLAB_FAST_KV"] = kv
     rng = np.random.default_rng([batch, plen])
     prompts = rng.integers(0, vocab, size=(batch, plen)).tolist()
     late = rng.integers(0, vocab, size=(plen // 2 + 3,)).tolist()
@@ -380,44 +379,6 @@ def fast_part() -> bool:
               flush=True)
     print(f"FAST SAME {'yes' if ok_all else 'no'}", flush=True)
     return ok_all
-
-
-def kv_part() -> bool:
-    """fast with k's and v's projections as one GEMM where measured exact (kv_product.py)
-    against two GEMMs (``BATCHLAB_FAST_KV=0``): tokens and logprob bytes, as the batch
-    shrinks from B through every row count its rows end at; the verdicts taken listed."""
-    from batchlab.bench.shapes import load_model
-    from batchlab.engine.paths import kv_product
-
-    ok_all = True
-    for name, batch, plen, steps in (("llama-3.1-8b@L3", 256, 64, 300),
-                                     ("llama-3.2-1b@L3", 256, 64, 300),
-                                     ("qwen3-0.6b@L3", 200, 20, 240)):
-        loaded = load_model(name)
-        kv_product._VERDICTS.clear()
-        off = run_fast(loaded.model, "1", batch, plen, steps, loaded.vocab_size, kv="0")
-        on = run_fast(loaded.model, "1", batch, plen, steps, loaded.vocab_size, kv="1")
-        fused_rows = sorted(k[1] for k, v in kv_product._VERDICTS.items() if v)
-        apart_rows = sorted(k[1] for k, v in kv_product._VERDICTS.items() if not v)
-        same = len(off) == len(on) and all(a == b for a, b in zip(off, on, strict=True))
-        ok = same and bool(fused_rows)
-        ok_all &= ok
-        print(f"kv {name} B={batch}: {len(on)} emissions; one k|v GEMM at {len(fused_rows)} "
-              f"row counts ({_spans(fused_rows)}), two at {len(apart_rows)} "
-              f"({_spans(apart_rows)}); tokens and logprobs equal: {same}", flush=True)
-    print(f"KV SAME {'yes' if ok_all else 'no'}", flush=True)
-    return ok_all
-
-
-def _spans(values: list[int]) -> str:
-    """``[1, 2, 3, 7, 9, 10]`` -> ``1-3, 7, 9-10``."""
-    spans: list[list[int]] = []
-    for v in values:
-        if spans and v == spans[-1][1] + 1:
-            spans[-1][1] = v
-        else:
-            spans.append([v, v])
-    return ", ".join(f"{a}-{b}" if a != b else f"{a}" for a, b in spans) or "none"
 
 
 def flat_part() -> bool:
@@ -496,8 +457,6 @@ if __name__ == "__main__":
         ok &= split_part()
     if what == "flat":
         ok &= flat_part()
-    if what == "kv":
-        ok &= kv_part()
     if what == "onerow":
         ok &= one_row_part()
     if what in ("kernel", "all"):

@@ -8,13 +8,16 @@ ways to fill the device without touching a kernel's arithmetic are tried:
   pick another kernel for another N, and with it another order of the sums, so each row
   count is checked: the product's columns against the two GEMMs' outputs, byte for byte;
   then each form is timed at B=256.
-- ``step``: the fast step, paired in one process (``paired.py``): ``as-is`` (since the
-  fourteenth round: the k|v GEMM where measured exact, ``kv_product.py``), ``kv-off``
-  (``BATCHLAB_FAST_KV=0``), with the k/v product always fused as above (``kv-fused``), with q/k/v fused (``qkv-fused``, BATCHLAB_FAST_FUSE's
-  GEMM), and with the k and v GEMMs queued on a second stream beside q's (``side-stream``,
-  the same kernels, run side by side).
+- ``step``: the fast step, paired in one process (``paired.py``): ``as-is``, with the k/v
+  product always fused as above (``kv-fused``), with q/k/v fused (``qkv-fused``,
+  BATCHLAB_FAST_FUSE's GEMM), and with the k and v GEMMs queued on a second stream beside
+  q's (``side-stream``, the same kernels, run side by side). s36b and s37 ran it with
+  ``kv-off`` against ``as-is`` while the engine had a checked k|v GEMM (``kv_product.py``,
+  ``BATCHLAB_FAST_KV``; 1ccb23b-18e4b24, removed since: its bytes were not l1's).
+- ``rope``: the model's RoPE on keys sliced from a wider product (strided) against the
+  same keys contiguous.
 
-    PYTHONPATH=/tmp/site:$PWD python3 tools/h200/kv_gemm_probe.py bits|step [--model ...]
+    PYTHONPATH=/tmp/site:$PWD python3 tools/h200/kv_gemm_probe.py bits|step|rope [--model ...]
 """
 
 from __future__ import annotations
@@ -119,8 +122,7 @@ def step(model: str, batch: int, rounds: int, names: list[str]) -> None:
     forms = {"kv-fused": _attention_with(_kv_fused), "side-stream": _attention_with(_side_stream)}
 
     def step_ms(name: str) -> float:
-        env = {"BATCHLAB_FAST_FUSE": "1" if name == "qkv-fused" else "0",
-               "BATCHLAB_FAST_KV": "0" if name in ("kv-off", *forms) else "1"}
+        env = {"BATCHLAB_FAST_FUSE": "1" if name == "qkv-fused" else "0"}
         with mock.patch.dict("os.environ", env), gc_paused():
             if name in forms:
                 with mock.patch.object(flat_decode, "_attention", forms[name]):

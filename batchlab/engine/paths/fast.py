@@ -23,9 +23,6 @@ host, which encodes and launches every kernel, and on CUDA and the CPU the one p
 gives the same bits. It is on by default on the CPU, where the gate checks it, and opt-in
 on CUDA (``BATCHLAB_FAST_ONE_ROW=1``), where fewer kernels have not yet made a step
 shorter (docs/performance.md); ``BATCHLAB_FAST_ONE_ROW=0`` switches it off.
-From two rows up, a flat step makes each layer's k and v projections as one GEMM where
-the device's GEMM gives both their bits, checked once per row count and weight shape
-(``kv_product.py``; ``BATCHLAB_FAST_KV=0`` switches it off).
 ``BATCHLAB_FAST_FUSE=1`` adds one q/k/v GEMM from ``FUSE_MIN_ROWS`` rows on CUDA; a wider
 GEMM rounds otherwise, so it is off by default (docs/performance.md).
 ``BATCHLAB_FAST_PRETRANSPOSE=1`` runs a clone of the model whose projections keep ``W.T``
@@ -53,7 +50,7 @@ from batchlab.engine.core.factory import BatchCaches
 from batchlab.engine.core.sampler import GREEDY, SamplingParams
 from batchlab.engine.core.scheduler import Scheduler, log_softmax
 from batchlab.engine.kernels.attention_dispatch import install_dispatch
-from batchlab.engine.paths import flat_decode, kv_product
+from batchlab.engine.paths import flat_decode
 from batchlab.engine.paths.fused_projections import (
     ONE_ROW_GROUPS,
     QKV,
@@ -104,7 +101,6 @@ class FastScheduler(Scheduler):
         super().__init__(model, config, sampling, row_sampler)
         self._flat = (flat_decode.supports(self.model)
                       and _switched_on("BATCHLAB_FAST_FLAT", default="1"))
-        self._fuse_kv = kv_product.switched_on()
         if on_cuda() and _switched_on("BATCHLAB_FAST_GQA", default="1"):  # not gated: gpu only
             install_dispatch()
             self.caches = BatchCaches(kv_class=GroupedDecodeKV)
@@ -123,4 +119,4 @@ class FastScheduler(Scheduler):
         if not self._flat:
             return super()._decode_logprobs(inputs, caches)
         # looked up at call time: bench profile times it as the forward's build
-        return log_softmax(flat_decode.flat_logits(self.model, inputs, caches, self._fuse_kv))
+        return log_softmax(flat_decode.flat_logits(self.model, inputs, caches))

@@ -34,7 +34,7 @@ import sys
 import mlx.core as mx
 from mlx import nn
 
-from batchlab.engine.paths import fused_projections, kv_product
+from batchlab.engine.paths import fused_projections
 
 # mlx-lm's model modules whose decode this forward reproduces, and whether their
 # attention normalises each head's queries and keys (qwen3's q_norm / k_norm)
@@ -50,12 +50,9 @@ def supports(model: nn.Module) -> bool:
     return getattr(model.model, "swa_idx", None) is None
 
 
-def flat_logits(model: nn.Module, tokens: mx.array, caches: list,
-                fuse_kv: bool = False) -> mx.array:
+def flat_logits(model: nn.Module, tokens: mx.array, caches: list) -> mx.array:
     """The logits ``(B, V)`` of one decode step of the rows' ``tokens`` ``(B,)``: the
-    modules' ``model(tokens[:, None], cache=caches)[:, -1, :]`` with flat hidden states.
-    ``fuse_kv``: k's and v's projections as one GEMM where it gives their bits
-    (``kv_product.py``)."""
+    modules' ``model(tokens[:, None], cache=caches)[:, -1, :]`` with flat hidden states."""
     inner = model.model
     attention = sys.modules[type(model).__module__].scaled_dot_product_attention
     head_norms = FAMILIES[type(model).__module__]
@@ -63,7 +60,7 @@ def flat_logits(model: nn.Module, tokens: mx.array, caches: list,
     mask = caches[0].make_mask(1)  # create_attention_mask's call for one new token
     for layer, cache in zip(inner.layers, caches, strict=True):
         r = _attention(layer.self_attn, layer.input_layernorm(h), mask, cache, attention,
-                       head_norms, fuse_kv)
+                       head_norms)
         h = h + r
         h = h + layer.mlp(layer.post_attention_layernorm(h))
     h = inner.norm(h)
@@ -73,24 +70,21 @@ def flat_logits(model: nn.Module, tokens: mx.array, caches: list,
 
 
 def _attention(attn: nn.Module, x: mx.array, mask, cache, attention,
-               head_norms: bool, fuse_kv: bool = False) -> mx.array:
+               head_norms: bool) -> mx.array:
     rows = x.shape[0]
     q_and_k = None if head_norms or rows > 1 else fused_projections.columns(attn.q_proj, x, 0, 1)
-    k_and_v = kv_product.keys_and_values(attn, x) if fuse_kv and q_and_k is None else None
     if q_and_k is not None:
         heads = q_and_k.reshape(rows, attn.n_heads + attn.n_kv_heads, 1, -1)
         heads = attn.rope(heads, offset=cache.offset)
         queries, keys = heads[:, :attn.n_heads], heads[:, attn.n_heads:]
     else:
         queries = attn.q_proj(x).reshape(rows, attn.n_heads, 1, -1)
-        keys = attn.k_proj(x) if k_and_v is None else k_and_v[0]
-        keys = keys.reshape(rows, attn.n_kv_heads, 1, -1)
+        keys = attn.k_proj(x).reshape(rows, attn.n_kv_heads, 1, -1)
         if head_norms:
             queries, keys = attn.q_norm(queries), attn.k_norm(keys)
         queries = attn.rope(queries, offset=cache.offset)
         keys = attn.rope(keys, offset=cache.offset)
-    values = attn.v_proj(x) if k_and_v is None else k_and_v[1]
-    values = values.reshape(rows, attn.n_kv_heads, 1, -1)
+    values = attn.v_proj(x).reshape(rows, attn.n_kv_heads, 1, -1)
     keys, values = cache.update_and_fetch(keys, values)
     output = attention(queries, keys, values, cache=cache, scale=attn.scale, mask=mask)
     return attn.o_proj(output.reshape(rows, -1))
