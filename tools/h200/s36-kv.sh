@@ -1,4 +1,6 @@
 # Issue 28, fourteenth round, third machine, call 1: the k|v GEMM where measured exact
+# (Ran with kv_product.py in the engine; it and gqa_exact_probe.py's kv part were removed
+# at 999051c, so this script no longer runs as it did: reports/bench/cuda-sm90/issue28-kv/.)
 # (kv_product.py, on by default): fast's bytes with it against two GEMMs at every row
 # count a shrinking B=256 batch passes (gqa_exact_probe.py kv), fast's bytes with the
 # grouped kernel against MLX's attention (fast), and the flat forward against the
