@@ -1,9 +1,9 @@
 # Issue 28, fourteenth round, third machine, call 2 (warm): the fast step with the k|v
-# (Ran with kv_product.py in the engine; it and gqa_exact_probe.py's kv part were removed
-# at 999051c, so this script no longer runs as it did: reports/bench/cuda-sm90/issue28-kv/.)
 # GEMM against two GEMMs, paired in one process (kv_gemm_probe.py step), then the bench
 # at llama-3.1-8b B=256 and llama-3.2-1b B=256. ~8 minutes.
 # Run as: bash tools/h200/s36b-kv-bench.sh
+# (Ran with kv_product.py in the engine; it and gqa_exact_probe.py's kv part were removed
+# at 999051c, so this script no longer runs as it did: reports/bench/cuda-sm90/issue28-kv/.)
 set -u
 R=$OUT/h TAG=h
 source tools/h200/bench-lib.sh

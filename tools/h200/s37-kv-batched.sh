@@ -1,11 +1,11 @@
 # Issue 28, fourteenth round, fourth machine: s36's kv probe found fast's bytes changed
-# (Ran with kv_product.py in the engine; it and gqa_exact_probe.py's kv part were removed
-# at 999051c, so this script no longer runs as it did: reports/bench/cuda-sm90/issue28-kv/.)
 # with the k|v GEMM's column slices on llama (not qwen3, whose keys pass k_norm first).
 # 1. kv_gemm_probe.py rope: RoPE on strided keys against contiguous ones (the suspect);
 # 2. gqa_exact_probe.py kv again, the k|v product now one batched GEMM (2, rows, N) whose
 #    halves are contiguous; 3. the paired step, k|v on and off; 4. the bench. ~7 minutes.
 # Run as: source .gpu-stage/bundle/q4/install.sh && bash tools/h200/s37-kv-batched.sh
+# (Ran with kv_product.py in the engine; it and gqa_exact_probe.py's kv part were removed
+# at 999051c, so this script no longer runs as it did: reports/bench/cuda-sm90/issue28-kv/.)
 set -u
 R=$OUT/i TAG=i
 source tools/h200/bench-lib.sh
