@@ -30,14 +30,10 @@ from unittest import mock
 
 import mlx.core as mx
 
-from batchlab.bench.engines import path_driver
-from batchlab.bench.measure import gc_paused, make_prompts
-from batchlab.bench.shapes import load_model
 from batchlab.engine.caches import rowints
 from batchlab.engine.core.sampler import sample_rows
 from batchlab.engine.core.scheduler import Scheduler
-from batchlab.engine.paths.registry import PATHS
-from paired import paired_rounds  # tools/h200, first on sys.path when run as a script
+from paired import paired_steps  # tools/h200, first on sys.path when run as a script
 
 
 def _sample_with_copy(self, batch, logprobs):
@@ -78,18 +74,15 @@ def main() -> None:
                     default="as-is,no-read,read-copy,offsets-on-device,no-read+offsets")
     args = ap.parse_args()
     names = args.variants.split(",")
-    loaded = load_model(args.model)
-    prompts = make_prompts(args.batch, 128, loaded.vocab_size, 0)
-    drive = path_driver(PATHS[args.path])
 
-    def step_ms(name: str) -> float:
-        with ExitStack() as stack, gc_paused():
-            for p in patches(name):
-                stack.enter_context(p)
-            run = drive(loaded.model, prompts, 128)
-        return run.decode_s / run.decode_steps * 1e3
+    def variant(name: str) -> ExitStack:
+        stack = ExitStack()
+        for p in patches(name):
+            stack.enter_context(p)
+        return stack
 
-    paired_rounds(names, step_ms, args.rounds, f"{args.model} B={args.batch} {args.path}")
+    paired_steps(args.model, args.batch, args.rounds, names, variant, path=args.path,
+                 label=f" {args.path}")
 
 
 if __name__ == "__main__":

@@ -23,33 +23,18 @@ ways to fill the device without touching a kernel's arithmetic are tried:
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
+from contextlib import ExitStack
 from unittest import mock
 
 import mlx.core as mx
 
-from batchlab.bench.engines import path_driver
-from batchlab.bench.measure import gc_paused, make_prompts
 from batchlab.bench.shapes import load_model
 from batchlab.engine.paths import flat_decode
-from batchlab.engine.paths.registry import PATHS
-from paired import paired_rounds  # tools/h200, first on sys.path when run as a script
+from gqa_exact_probe import timed  # tools/h200, first on sys.path when run as a script
+from paired import paired_steps
 
 ROWS = (1, 2, 3, 4, 5, 7, 8, 16, 17, 31, 32, 33, 48, 63, 64, 65, 96, 100, 127, 128, 129,
         160, 192, 200, 224, 255, 256)
-
-
-def timed(fn, n=50, rounds=5) -> float:
-    mx.eval(fn())
-    mx.synchronize()
-    per = []
-    for _ in range(rounds):
-        start = time.perf_counter()
-        mx.eval([fn() for _ in range(n)])
-        mx.synchronize()
-        per.append((time.perf_counter() - start) / n)
-    return statistics.median(per) * 1e6
 
 
 def bits(dim: int, kv: int) -> None:
@@ -116,22 +101,17 @@ def _attention_with(kv_products):
 def step(model: str, batch: int, rounds: int, names: list[str]) -> None:
     global SIDE
     SIDE = mx.new_stream(mx.default_device())
-    loaded = load_model(model)
-    prompts = make_prompts(batch, 128, loaded.vocab_size, 0)
-    drive = path_driver(PATHS["fast"])
     forms = {"kv-fused": _attention_with(_kv_fused), "side-stream": _attention_with(_side_stream)}
 
-    def step_ms(name: str) -> float:
-        env = {"BATCHLAB_FAST_FUSE": "1" if name == "qkv-fused" else "0"}
-        with mock.patch.dict("os.environ", env), gc_paused():
-            if name in forms:
-                with mock.patch.object(flat_decode, "_attention", forms[name]):
-                    run = drive(loaded.model, prompts, 128)
-            else:
-                run = drive(loaded.model, prompts, 128)
-        return run.decode_s / run.decode_steps * 1e3
+    def variant(name: str) -> ExitStack:
+        stack = ExitStack()
+        fuse = "1" if name == "qkv-fused" else "0"
+        stack.enter_context(mock.patch.dict("os.environ", {"BATCHLAB_FAST_FUSE": fuse}))
+        if name in forms:
+            stack.enter_context(mock.patch.object(flat_decode, "_attention", forms[name]))
+        return stack
 
-    paired_rounds(names, step_ms, rounds, f"{model} B={batch} fast")
+    paired_steps(model, batch, rounds, names, variant, label=" fast")
 
 
 def rope(model: str) -> None:

@@ -15,13 +15,10 @@ to ``default`` over the rounds.
 from __future__ import annotations
 
 import argparse
+from contextlib import contextmanager
 
-from batchlab.bench.engines import path_driver
-from batchlab.bench.measure import gc_paused, make_prompts
-from batchlab.bench.shapes import load_model
 from batchlab.engine.kernels import grouped_decode_looped as looped
-from batchlab.engine.paths.registry import PATHS
-from paired import paired_rounds  # tools/h200, first on sys.path when run as a script
+from paired import paired_steps  # tools/h200, first on sys.path when run as a script
 
 # name: (looped.SPLIT, looped.RING)
 VARIANTS = {"default": (looped.SPLIT, looped.RING), "mlx-sums": (False, 0),
@@ -36,17 +33,13 @@ def main() -> None:
     ap.add_argument("--variants", default="default,split,split+ring4")
     args = ap.parse_args()
     names = args.variants.split(",")
-    loaded = load_model(args.model)
-    prompts = make_prompts(args.batch, 128, loaded.vocab_size, 0)
-    drive = path_driver(PATHS["fast"])
 
-    def step_ms(name: str) -> float:
+    @contextmanager
+    def variant(name: str):
         looped.SPLIT, looped.RING = VARIANTS[name]
-        with gc_paused():
-            run = drive(loaded.model, prompts, 128)
-        return run.decode_s / run.decode_steps * 1e3
+        yield
 
-    paired_rounds(names, step_ms, args.rounds, f"{args.model} B={args.batch}")
+    paired_steps(args.model, args.batch, args.rounds, names, variant)
 
 
 if __name__ == "__main__":

@@ -6,6 +6,29 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Callable
+from contextlib import AbstractContextManager
+
+from batchlab.bench.engines import path_driver
+from batchlab.bench.measure import gc_paused, make_prompts
+from batchlab.bench.shapes import load_model
+from batchlab.engine.paths.registry import PATHS
+
+
+def paired_steps(model: str, batch: int, rounds: int, names: list[str],
+                 variant: Callable[[str], AbstractContextManager], path: str = "fast",
+                 label: str = "") -> dict[str, list[float]]:
+    """``path``'s ms per decode step on ``model`` (B prompts of 128 tokens, 128 generated,
+    greedy), each variant run inside ``variant(name)``, in paired rounds."""
+    loaded = load_model(model)
+    prompts = make_prompts(batch, 128, loaded.vocab_size, 0)
+    drive = path_driver(PATHS[path])
+
+    def step_ms(name: str) -> float:
+        with variant(name), gc_paused():
+            run = drive(loaded.model, prompts, 128)
+        return run.decode_s / run.decode_steps * 1e3
+
+    return paired_rounds(names, step_ms, rounds, f"{model} B={batch}{label}")
 
 
 def paired_rounds(names: list[str], step_ms: Callable[[str], float], rounds: int,
