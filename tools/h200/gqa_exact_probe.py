@@ -381,6 +381,28 @@ def fast_part() -> bool:
     return ok_all
 
 
+def repeat_part() -> bool:
+    """fast run twice with every setting the same: tokens and logprob bytes, as a B=256
+    batch shrinks through the row counts its rows end at (the control for the fourteenth
+    round's kv part, which compared two settings on these runs)."""
+    from batchlab.bench.shapes import load_model
+
+    ok_all = True
+    for name, batch, plen, steps in (("llama-3.2-1b@L3", 256, 64, 300),
+                                     ("llama-3.1-8b@L3", 256, 64, 300)):
+        loaded = load_model(name)
+        first = run_fast(loaded.model, "1", batch, plen, steps, loaded.vocab_size)
+        second = run_fast(loaded.model, "1", batch, plen, steps, loaded.vocab_size)
+        same = len(first) == len(second) and all(
+            a == b for a, b in zip(first, second, strict=True))
+        tokens = [(a[0], a[1]) for a in first] == [(b[0], b[1]) for b in second]
+        ok_all &= same
+        print(f"repeat {name} B={batch}: {len(first)} emissions; tokens equal: {tokens}; "
+              f"tokens and logprobs equal: {same}", flush=True)
+    print(f"REPEAT SAME {'yes' if ok_all else 'no'}", flush=True)
+    return ok_all
+
+
 def flat_part() -> bool:
     """fast with its flat decode forward (``flat_decode.py``) against the modules'
     forward (``BATCHLAB_FAST_FLAT=0``), the grouped kernel on: tokens and logprob bytes."""
@@ -457,6 +479,8 @@ if __name__ == "__main__":
         ok &= split_part()
     if what == "flat":
         ok &= flat_part()
+    if what == "repeat":
+        ok &= repeat_part()
     if what == "onerow":
         ok &= one_row_part()
     if what in ("kernel", "all"):
