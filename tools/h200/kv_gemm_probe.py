@@ -13,7 +13,7 @@ ways to fill the device without touching a kernel's arithmetic are tried:
   BATCHLAB_FAST_FUSE's GEMM), and with the k and v GEMMs queued on a second stream beside
   q's (``side-stream``, the same kernels, run side by side). s36b and s37 ran it with
   ``kv-off`` against ``as-is`` while the engine had a checked k|v GEMM (``kv_product.py``,
-  ``BATCHLAB_FAST_KV``; 1ccb23b-18e4b24, removed since: its bytes were not l1's).
+  ``BATCHLAB_FAST_KV``; 1ccb23b-18e4b24, removed since: reports/bench/cuda-sm90/issue28-kv/).
 - ``rope``: the model's RoPE on keys sliced from a wider product (strided) against the
   same keys contiguous.
 
