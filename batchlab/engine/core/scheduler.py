@@ -173,7 +173,8 @@ class Scheduler:
         mx.async_eval(batch.inputs, logprobs)
 
     def _fed_tokens(self, batch: DecodeBatch, fed: mx.array) -> list[int]:
-        """The host's copy of the tokens this step fed (a path may read them otherwise)."""
+        """The host's copy of the tokens this step fed (its own method so that
+        tools/h200/host_read_probe.py can time the step with the read changed)."""
         return fed.tolist()  # already computed: the previous step queued it
 
     def _decode_step(self) -> list[Emission]:
