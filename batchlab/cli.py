@@ -83,6 +83,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--shard", default=None, help="I/N: run every N-th cell from the I-th")
     run.add_argument("--strict", action="store_true",
                      help="ORACLE-BUG and UNSUPPORTED cells fail the run too")
+    run.add_argument("--repeat", action="store_true",
+                     help="run the subject twice a cell; a cell whose runs differ FAILs "
+                          "(not repeatable)")
     _engine_args(run)
     run.set_defaults(func=_command("batchlab.commands.matrix", "run_command"))
     export = matrix.add_parser("export", help="write every cell's script (and schemas) to "

@@ -79,7 +79,7 @@ def run_command(args, console) -> int:
     if getattr(args, "timeout", None):
         os.environ["BATCHLAB_SUBJECT_TIMEOUT"] = str(args.timeout)  # workers inherit it
     ref = Reference(matrix=shown(args.matrix), goldens=args.goldens, live=args.live,
-                    engine=engine)
+                    engine=engine, repeat=getattr(args, "repeat", False))
     report = args.report or default_report_dir()
     log = ResultsLog(report)
     results, complete = [], False

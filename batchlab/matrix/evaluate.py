@@ -3,6 +3,11 @@
 Nothing here raises: every outcome, a crash included, becomes a CellResult, so one bad
 cell never stops a run (a crash of the process itself is the runner's: see workers.py).
 
+With ``Reference.repeat`` (``matrix run --repeat``) the subject runs each oracle-gated cell
+twice, and two runs that differ FAIL before any comparison with the oracle: a subject
+whose bits change from run to run (a race, a memo that outlives its run) would otherwise
+pass or fail by chance.
+
 An oracle bug in the golden (mlx-lm's batch mode disagrees with its own serial runs, or
 crashes) does not excuse the engine, which must do what batch mode does:
 
@@ -38,6 +43,7 @@ class Reference:
     goldens: Path
     live: bool = False
     engine: str = "batchlab"  # the subject under test (``--engine``, subjects/choose.py)
+    repeat: bool = False  # run the subject twice; runs that differ FAIL (``--repeat``)
 
 
 def rerun_command(cell: Cell, ref: Reference) -> str:
@@ -49,7 +55,9 @@ def rerun_command(cell: Cell, ref: Reference) -> str:
         return (f"batchlab matrix judge --matrix {ref.matrix}{live} --trajectories {folder} "
                 f"--filter '{cell.id}'")
     engine = "" if ref.engine == "batchlab" else f" --engine {shlex.quote(ref.engine)}"
-    return f"batchlab matrix run --matrix {ref.matrix}{live}{engine} --filter '{cell.id}'"
+    repeat = " --repeat" if ref.repeat else ""
+    return (f"batchlab matrix run --matrix {ref.matrix}{live}{engine}{repeat} "
+            f"--filter '{cell.id}'")
 
 
 def _run(cell: Cell, ref: Reference):
@@ -108,6 +116,7 @@ def evaluate_cell(cell: Cell, ref: Reference) -> CellResult:
 
     try:
         got = _run(cell, ref)
+        again = _run(cell, ref) if ref.repeat else None
     except Unsupported as err:
         return result(Status.UNSUPPORTED, str(err), tokens=0)
     except RefusalMismatch as err:
@@ -123,6 +132,12 @@ def evaluate_cell(cell: Cell, ref: Reference) -> CellResult:
 
     order = [r.name for r in cell.rows]
     tokens = sum(len(v) for v in got.rows.values())
+    unrepeated = again is not None and first_divergence(got, again, order)
+    if unrepeated:
+        return result(Status.FAIL, f"not repeatable: the subject's second run differs from "
+                      f"its first, {unrepeated.describe()} (bits that change from run to run "
+                      "pass or fail a comparison by chance)", tokens=tokens,
+                      divergence=unrepeated.as_dict())
     if golden.oracle_bug and golden.trajectory is None:
         # The engine must do what mlx-lm's batch mode does; there it crashed, here it ran:
         # another code path than the oracle's, whose bits nothing vouches for.
