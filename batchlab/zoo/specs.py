@@ -455,6 +455,28 @@ _SPECS = [
         num_hidden_layers=2, intermediate_size=128, head_dim=16, rms_norm_eps=1e-5,
         rope_theta=10000.0, max_position_embeddings=4096, tie_word_embeddings=True,
     ),
+    # --- issue 28 (fifteenth round): the real models' head counts. From 256 keys MLX's
+    # unmasked decode attention on CUDA goes to cuDNN, which gave different bytes for the
+    # same call at 32 query heads over 8 (B 64 and 256) and the same bytes at 4 over 2:
+    # only a model with the real head counts lets a CUDA gate see that. Hidden 64 keeps
+    # them small (0.7M parameters each: the projections are 64 x 2048 and 64 x 4096).
+    _spec(
+        "llama-h32", "llama", "bfloat16", "Llama-3.2-1B attention heads (32 of 64 over 8 KV)",
+        notes="32 query heads of 64 over 8 KV heads at hidden 64; else llama-hd64",
+        hidden_size=64, num_attention_heads=32, num_key_value_heads=8, vocab_size=VOCAB_SIZE,
+        num_hidden_layers=2, intermediate_size=128, head_dim=64, rms_norm_eps=1e-5,
+        rope_theta=500000.0, max_position_embeddings=131072, tie_word_embeddings=True,
+        rope_scaling={"rope_type": "llama3", "factor": 32.0, "high_freq_factor": 4.0,
+                      "low_freq_factor": 1.0, "original_max_position_embeddings": 8192},
+    ),
+    _spec(
+        "qwen3-h32", "qwen3", "bfloat16", "Llama-3.1-8B attention heads (32 of 128 over 8 KV)",
+        notes="32 query heads of 128 over 8 KV heads at hidden 64, q/k norm; one layer; "
+              "else qwen3-hd128",
+        hidden_size=64, num_attention_heads=32, num_key_value_heads=8, vocab_size=VOCAB_SIZE,
+        num_hidden_layers=1, intermediate_size=128, head_dim=128, rms_norm_eps=1e-6,
+        rope_theta=1000000.0, max_position_embeddings=40960, tie_word_embeddings=True,
+    ),
 ]
 # fmt: on
 

@@ -15,7 +15,7 @@ from batchlab.engine.kernels import grouped_decode_looped as looped
 from batchlab.engine.paths.fast import FastScheduler, GroupedDecodeKV, UnmaskedDecodeKV
 
 
-def test_the_kernel_takes_only_calls_mlx_sends_to_its_one_pass_kernel():
+def test_the_kernel_fits_only_calls_of_mlx_s_one_pass_arithmetic():
     q = mx.zeros((4, 32, 1, 128), mx.bfloat16)
     k = mx.zeros((4, 8, 255, 128), mx.bfloat16)
     assert gd.fits(q, k, k, None, None)
@@ -24,8 +24,6 @@ def test_the_kernel_takes_only_calls_mlx_sends_to_its_one_pass_kernel():
     assert not gd.fits(q, k, k, mask, None)  # an array mask: MLX's unfused attention
     assert not gd.fits(q, k, k, "causal", None)
     assert not gd.fits(q, k, k, None, mx.zeros((32,)))  # sinks
-    wide = mx.zeros((4, 8, 256, 128), mx.bfloat16)  # from 256 keys: cuDNN's, untouched
-    assert not gd.fits(q, wide, wide, None, None)
     assert not gd.fits(mx.zeros((4, 32, 2, 128), mx.bfloat16), k, k, None, None)  # prefill
     assert not gd.fits(q, k, k[..., :64], None, None)  # value dim != key dim
     assert not gd.fits(q, k.astype(mx.float32), k, None, None)  # mixed dtypes
@@ -112,17 +110,31 @@ def test_the_dispatch_sends_fast_decode_calls_to_the_kernel_on_cuda(monkeypatch)
     dispatch(q, k, k, GroupedDecodeKV(rows), 0.1, None)
     dispatch(q, k, k, UnmaskedDecodeKV(rows), 0.1, None)  # GQA=0: MLX's kernel
     dispatch(q, k, k, GroupedDecodeKV(rows), 0.1, mask)  # a padded row: MLX's
-    dispatch(q, wide, wide, GroupedDecodeKV(rows), 0.1, None)  # cuDNN's
+    dispatch(q, wide, wide, GroupedDecodeKV(rows), 0.1, None)  # in place of cuDNN's
+    dispatch(q, wide, wide, UnmaskedDecodeKV(rows), 0.1, None)  # GQA=0: cuDNN's
     dispatch(q[:15], k[:15], k[:15], GroupedDecodeKV(rows[:15]), 0.1, None)  # 120 blocks
+    dispatch(q[:1], wide[:1], wide[:1], GroupedDecodeKV(rows[:1]), 0.1, None)  # 8, wide
     dispatch(mx.zeros((16, 32, 3, 128), mx.bfloat16), k, k, GroupedDecodeKV(rows), 0.1,
              "causal")  # prefill
-    assert calls == [("kernel", 200), ("mlx-lm", 200), ("mlx-lm", 200), ("mlx-lm", 256),
-                     ("mlx-lm", 200), ("mlx-lm", 200)]
+    assert calls == [("kernel", 200), ("mlx-lm", 200), ("mlx-lm", 200), ("kernel", 256),
+                     ("mlx-lm", 256), ("mlx-lm", 200), ("kernel", 256), ("mlx-lm", 200)]
 
 
-def test_the_kernel_runs_from_one_block_per_sm():
-    assert not gd.worth_it(1, 8) and not gd.worth_it(15, 8)  # B=1: MLX's 32 blocks win
-    assert gd.worth_it(16, 8) and gd.worth_it(256, 8) and gd.worth_it(128, 1)
+def test_the_kernel_runs_from_one_block_per_sm_and_always_from_256_keys():
+    # below 256 keys MLX's kernel, with G times as many blocks, wins at B=1 (same bits)
+    assert not gd.takes(1, 8, 255) and not gd.takes(15, 8, 200)
+    assert gd.takes(16, 8, 1) and gd.takes(256, 8, 255) and gd.takes(128, 1, 100)
+    # from 256 keys MLX's choice is cuDNN, which does not repeat itself
+    assert gd.takes(1, 8, 256) and gd.takes(1, 1, 5000)
+
+
+def test_the_kernel_fits_any_key_count_and_stages_only_what_a_bucket_holds():
+    q = mx.zeros((2, 8, 1, 64), mx.bfloat16)
+    for width in (1, 255, 256, 1023, 1024, 4097):
+        keys = mx.zeros((2, 4, width, 64), mx.bfloat16)
+        assert gd.fits(q, keys, keys, None, None)
+    assert not gd.fits(q, keys[:, :, :0], keys[:, :, :0], None, None)
+    assert looped.can_stage(256, 4, 64, 2) and not looped.can_stage(257, 4, 64, 2)
 
 
 def test_the_staged_layout_needs_a_power_of_two_group(monkeypatch):

@@ -40,6 +40,9 @@ with the modules' separate products (``BATCHLAB_FAST_ONE_ROW=0``), on the flat f
 and the modules': every token and logprob byte equal, and the fused products must have
 run (``ONE ROW SAME yes``).
 
+Part ``long``: from 256 keys (``long_part``), the default layout against MLX with
+cuDNN off (``EXACT LONG yes`` up to 1023 keys), and its time against MLX's.
+
 Part ``fast``: the ``fast`` path's scheduler on bench shapes (real widths, few layers,
 random weights, greedy), equal prompts with rows finishing at different steps and a
 ragged join, once with ``BATCHLAB_FAST_GQA=0`` and once with ``=1``: every emitted token
@@ -47,7 +50,7 @@ and the bytes of every logprobs vector must be equal, and the kernel must have r
 (``FAST SAME yes``).
 
     PYTHONPATH=/tmp/site:$PWD python3 tools/h200/gqa_exact_probe.py \
-        [kernel|looped|ring|stage|split|fast|flat|onerow|all]
+        [kernel|looped|ring|stage|split|long|fast|flat|onerow|repeat|all]
 """
 
 from __future__ import annotations
@@ -466,6 +469,66 @@ def one_row_part() -> bool:
     return ok_all
 
 
+LONG_KEYS = (256, 257, 300, 511, 512, 700, 1023)  # MLX's one-pass range past 255
+PAST_KEYS = (1024, 1100, 2047)  # MLX's two-pass kernel: for information
+LONG_TIMED = (("llama-3.1-8b", 32, 8, 128, 256, 300), ("llama-3.1-8b", 32, 8, 128, 256, 700),
+              ("llama-3.1-8b", 32, 8, 128, 64, 1023), ("llama-3.2-1b", 32, 8, 64, 256, 300),
+              ("llama-3.1-8b", 32, 8, 128, 1, 300), ("llama-3.1-8b", 32, 8, 128, 1, 2047),
+              ("qwen3-0.6b", 16, 8, 128, 16, 511))
+
+
+def long_part() -> bool:
+    """From 256 keys, where fast now takes every unmasked decode call (MLX's own choice
+    there, cuDNN, does not repeat itself: cudnn_decode_probe.py): the default layout
+    against ``mx.fast.scaled_dot_product_attention`` with keys and values a slice of a
+    buffer grown in steps of 256, evaluated and in-graph. Run with
+    ``MLX_CUDA_USE_CUDNN_SDPA=0`` (MLX reads it once), MLX's choice is its vector kernel:
+    equal bit for bit up to 1023 keys (``EXACT LONG yes``); from 1024 keys (its two-pass
+    kernel) for information. Then us a call, the kernel against MLX's (cuDNN where it is
+    on)."""
+    cudnn_off = os.environ.get("MLX_CUDA_USE_CUDNN_SDPA") == "0"
+    print(f"MLX_CUDA_USE_CUDNN_SDPA={os.environ.get('MLX_CUDA_USE_CUDNN_SDPA', '(unset)')}",
+          flush=True)
+    mx.random.seed(1)
+    ok_all, checked = True, 0
+    for name, hq, hkv, dim, dt, batches in HEADS[:4] + HEADS[-1:]:
+        scale = dim ** -0.5
+        bad, past = [], []
+        for b in batches:
+            for keys in LONG_KEYS + PAST_KEYS:
+                width = (keys + 255) // 256 * 256
+                q, kbuf, vbuf = inputs(b, hq, hkv, dim, dt, keys, width)
+                mx.eval(q, kbuf, vbuf)
+                k, v = kbuf[:, :, :keys], vbuf[:, :, :keys]
+                mx.eval(k, v)
+                assert gd.fits(q, k, v, None, None), (name, b, keys)
+                same, diff = compare(q, k, v, scale)
+                graph = in_graph(q, kbuf, vbuf, keys, scale)
+                if keys in PAST_KEYS:
+                    past.append(f"B{b}/N{keys} {'=' if same and graph else f'{diff:.2g}'}")
+                    continue
+                checked += 2
+                if not (same and graph):
+                    bad.append(f"B{b}/N{keys}: eval {same} (max diff {diff:.3g}) graph {graph}")
+        ok_all &= not bad
+        print(f"{name:14s} D={dim:3d} G={hq // hkv} B {batches}: "
+              f"{'all equal' if not bad else 'DIFFER ' + '; '.join(bad[:6])}; past 1023: "
+              + ", ".join(past), flush=True)
+    print(f"{checked} comparisons (256..1023 keys)", flush=True)
+    print(f"{'shape':14s} {'B':>4s} {'keys':>5s} {'ours us':>8s} {'MLX us':>8s}", flush=True)
+    for name, hq, hkv, dim, b, keys in LONG_TIMED:
+        width = (keys + 255) // 256 * 256
+        q, kbuf, vbuf = inputs(b, hq, hkv, dim, BF, keys, width)
+        k, v = kbuf[:, :, :keys], vbuf[:, :, :keys]
+        mx.eval(q, k, v)
+        ours = timed(lambda: gd.grouped_decode_attention(q, k, v, dim ** -0.5))  # noqa: B023
+        mlx = timed(lambda: SDPA(q, k, v, scale=dim ** -0.5, mask=None))  # noqa: B023
+        print(f"{name:14s} {b:4d} {keys:5d} {ours:8.1f} {mlx:8.1f}", flush=True)
+    if cudnn_off:
+        print(f"EXACT LONG {'yes' if ok_all else 'no'}", flush=True)
+    return ok_all or not cudnn_off
+
+
 if __name__ == "__main__":
     what = sys.argv[1] if len(sys.argv) > 1 else "all"
     ok = True
@@ -481,6 +544,8 @@ if __name__ == "__main__":
         ok &= flat_part()
     if what == "repeat":
         ok &= repeat_part()
+    if what == "long":
+        ok &= long_part()
     if what == "onerow":
         ok &= one_row_part()
     if what in ("kernel", "all"):

@@ -15,7 +15,8 @@ another computation than that helper's on some backends:
   the same process, keeps mlx-lm's helper;
 - the fast path's decode on CUDA, for caches that ``groups_decode``: one read of each KV
   head for its query group (``grouped_decode.py``, MLX's bits) where MLX's fused kernel
-  reads it once per query head; calls the kernel does not take go to mlx-lm's helper.
+  reads it once per query head, and from 256 keys in place of MLX's cuDNN decode, which
+  does not repeat itself; calls the kernel does not take go to mlx-lm's helper.
 
 ``install_dispatch`` replaces the helper in the loaded ``mlx_lm.models`` modules with
 ``dispatch``, which sends those calls to the engine and every other call, unchanged, to
@@ -88,7 +89,7 @@ def make_dispatch(original):
         if (on_cuda() and queries.shape[2] == 1  # not gated: gpu only
                 and getattr(owner, "groups_decode", False)
                 and grouped_decode.fits(queries, keys, values, mask, sinks)
-                and grouped_decode.worth_it(queries.shape[0], keys.shape[1])):
+                and grouped_decode.takes(queries.shape[0], keys.shape[1], keys.shape[2])):
             return grouped_decode.grouped_decode_attention(queries, keys, values, scale)
         if (getattr(owner, "attends_packed", False) and hasattr(owner, "bits")
                 and on_cuda()):  # not gated: gpu only

@@ -23,11 +23,19 @@ output equals ``mx.fast.scaled_dot_product_attention``'s bit for bit:
   times ``__frcp_rn`` of the first (0 where it is 0), rounded to the model dtype.
 
 Every operation is spelled as an intrinsic (``__fmaf_rn``, ``__fmul_rn``, ...), so the
-compiler cannot contract or reorder it. Only calls MLX sends to that kernel come here
-(``fits``): one query, no mask, no sinks, head dim 64, 96 or 128, fewer than 256 keys
-(from 256 keys MLX decodes through cuDNN when the keys are a slice of a cache grown in
-steps of 256, as BatchKV's are; past 1024 it runs a two-pass kernel), and of those only
-calls of at least ``MIN_BLOCKS`` blocks (``worth_it``: same bits, speed alone).
+compiler cannot contract or reorder it. Calls come here where the kernel can take them
+(``fits``: one query, no mask, no sinks, head dim 64, 96 or 128) and ``takes`` them:
+
+- below 256 keys MLX runs that kernel too, so this one is there for speed alone: only
+  calls of at least ``MIN_BLOCKS`` blocks come here (the same bits either way);
+- from 256 keys MLX decodes through cuDNN when the keys are a slice of a cache grown in
+  steps of 256, as BatchKV's are, and cuDNN's decode attention does not repeat itself:
+  the same call on the same arrays gave different bytes on the H200 at 32 query heads
+  over 8 (``tools/h200/cudnn_decode_probe.py``, reports/bench/cuda-sm90/issue28-repeat/).
+  So every call from 256 keys comes here, at any block count, and the path's decode
+  repeats itself. Up to 1023 keys its bits are those of MLX's one-pass kernel (MLX's
+  choice with cuDNN switched off: ``MLX_CUDA_USE_CUDNN_SDPA=0``); from 1024 keys MLX's
+  own choice is a two-pass kernel, whose rounding this one-pass kernel need not share.
 
 Three layouts of that arithmetic: ``simple`` (this file: MLX's lanes, each query head of
 the group on the whole warp) and ``staged`` (``grouped_decode_staged.py``: a lane group
@@ -60,7 +68,7 @@ from batchlab.engine.kernels import grouped_decode_staged as staged
 from batchlab.engine.kernels.decode_streams import MLX_KEY_UPDATE, MLX_QUERY_STATE, scale_array
 
 WARPS = 32  # MLX's BN: warps per block, one key stream each
-MAX_KEYS = 255  # from 256 keys MLX may decode through cuDNN (docstring)
+CUDNN_KEYS = 256  # from here MLX may decode through cuDNN, which does not repeat itself
 HEAD_DIMS = (64, 96, 128)  # MLX's dispatch_headdim
 DTYPES = (mx.float16, mx.bfloat16, mx.float32)
 MAX_STATE = 16  # query heads x dims a lane owns: 1024 threads leave 64 registers each
@@ -272,17 +280,17 @@ def unroll(group: int, dim: int, itemsize: int) -> int:  # not gated: gpu only
 
 def fits(queries: mx.array, keys: mx.array, values: mx.array, mask,  # not gated: gpu only
          sinks) -> bool:
-    """Whether MLX would run its one-pass vector kernel on this call (so the kernel's
-    output is MLX's) and the group's state fits the registers: one query, no mask, no
-    sinks, one head dim in ``HEAD_DIMS`` for queries, keys and values, one float dtype,
-    1 to ``MAX_KEYS`` keys, whole groups of at most ``MAX_STATE`` head-dims a lane."""
+    """Whether the kernel computes this call as MLX's one-pass vector kernel would and the
+    group's state fits the registers: one query, no mask, no sinks, one head dim in
+    ``HEAD_DIMS`` for queries, keys and values, one float dtype, at least one key, whole
+    groups of at most ``MAX_STATE`` head-dims a lane."""
     b, n_q, n, dim = queries.shape
     n_kv, width = keys.shape[1], keys.shape[2]
     if n != 1 or mask is not None or sinks is not None:
         return False
     if dim not in HEAD_DIMS or keys.shape[-1] != dim or values.shape[-1] != dim:
         return False
-    if not 1 <= width <= MAX_KEYS or values.shape[2] != width:
+    if width < 1 or values.shape[2] != width:
         return False
     if queries.dtype not in DTYPES or keys.dtype != queries.dtype \
             or values.dtype != queries.dtype:
@@ -292,9 +300,11 @@ def fits(queries: mx.array, keys: mx.array, values: mx.array, mask,  # not gated
     return keys.shape[0] == b and values.shape[1] == n_kv
 
 
-def worth_it(rows: int, kv_heads: int) -> bool:  # not gated: gpu only
-    """Whether the kernel's ``rows x kv_heads`` blocks fill the device (``MIN_BLOCKS``)."""
-    return rows * kv_heads >= MIN_BLOCKS
+def takes(rows: int, kv_heads: int, keys: int) -> bool:  # not gated: gpu only
+    """Whether a call that ``fits`` comes here: from ``CUDNN_KEYS`` keys always (MLX's
+    cuDNN decode does not repeat itself), below that where the kernel's ``rows x
+    kv_heads`` blocks fill the device (``MIN_BLOCKS``: the same bits, speed alone)."""
+    return keys >= CUDNN_KEYS or rows * kv_heads >= MIN_BLOCKS
 
 
 def grouped_decode_attention(  # not gated: gpu only

@@ -254,6 +254,8 @@ def stage_bytes(keys: int, dim: int, itemsize: int) -> int:  # not gated: gpu on
 
 def can_stage(keys: int, group: int, dim: int, itemsize: int) -> bool:  # not gated: gpu only
     """Whether the merge's arrays and every row fit one block's shared memory."""
+    if keys > STAGE_BUCKETS[-1]:
+        return False
     return shared_bytes(group, dim) + 16 + stage_bytes(keys, dim, itemsize) <= BLOCK_SHARED
 
 
