@@ -42,6 +42,11 @@ SHAPES = (  # B, query heads, KV heads, head dim, valid keys, buffer width
     (256, 32, 8, 64, 256, 256),
     (64, 32, 8, 128, 700, 768),
     (256, 32, 8, 128, 1100, 1280),
+    # small B at long contexts, where fast's kernel has few blocks (added after s40)
+    (1, 32, 8, 128, 4000, 4096),
+    (1, 32, 8, 64, 30000, 30208),
+    (8, 32, 8, 128, 8000, 8192),
+    (16, 32, 8, 128, 2000, 2048),
 )
 
 
