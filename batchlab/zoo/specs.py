@@ -57,6 +57,14 @@ def _spec(name: str, model_type: str, dtype: str, stands_in_for: str, notes: str
     )
 
 
+_LLAMA3_ROPE = {  # Llama 3.1 / 3.2's RoPE scaling, as their checkpoints' configs spell it
+    "rope_type": "llama3",
+    "factor": 32.0,
+    "high_freq_factor": 4.0,
+    "low_freq_factor": 1.0,
+    "original_max_position_embeddings": 8192,
+}
+
 _GEMMA4 = {  # gemma4_text: 4 layers sliding/full/sliding/full; full layers use wider heads
     **_ATTN,
     "num_hidden_layers": 4,
@@ -78,8 +86,7 @@ _SPECS = [
         "llama", "llama", "bfloat16", "Llama 3.x (dense GQA, llama3 RoPE scaling)",
         **_ATTN, num_hidden_layers=2, intermediate_size=128, head_dim=16, rms_norm_eps=1e-5,
         rope_theta=500000.0, max_position_embeddings=131072, tie_word_embeddings=True,
-        rope_scaling={"rope_type": "llama3", "factor": 32.0, "high_freq_factor": 4.0,
-                      "low_freq_factor": 1.0, "original_max_position_embeddings": 8192},
+        rope_scaling=_LLAMA3_ROPE,
     ),
     _spec(
         "llama-flat", "llama", "bfloat16", "Llama with flat bf16 logits (greedy tie rules)",
@@ -196,8 +203,7 @@ _SPECS = [
         notes="4 query heads of 64 over 2 KV heads; else the tiny llama",
         **_ATTN, num_hidden_layers=2, intermediate_size=128, head_dim=64, rms_norm_eps=1e-5,
         rope_theta=500000.0, max_position_embeddings=131072, tie_word_embeddings=True,
-        rope_scaling={"rope_type": "llama3", "factor": 32.0, "high_freq_factor": 4.0,
-                      "low_freq_factor": 1.0, "original_max_position_embeddings": 8192},
+        rope_scaling=_LLAMA3_ROPE,
     ),
     _spec(
         "qwen3-hd128", "qwen3", "bfloat16", "Qwen3-0.6B / Llama-3.1-8B attention (head_dim 128)",
@@ -466,8 +472,7 @@ _SPECS = [
         hidden_size=64, num_attention_heads=32, num_key_value_heads=8, vocab_size=VOCAB_SIZE,
         num_hidden_layers=2, intermediate_size=128, head_dim=64, rms_norm_eps=1e-5,
         rope_theta=500000.0, max_position_embeddings=131072, tie_word_embeddings=True,
-        rope_scaling={"rope_type": "llama3", "factor": 32.0, "high_freq_factor": 4.0,
-                      "low_freq_factor": 1.0, "original_max_position_embeddings": 8192},
+        rope_scaling=_LLAMA3_ROPE,
     ),
     _spec(
         "qwen3-h32", "qwen3", "bfloat16", "Llama-3.1-8B attention heads (32 of 128 over 8 KV)",
