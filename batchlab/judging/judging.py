@@ -41,7 +41,13 @@ from batchlab.engine.core.layers import has_rings
 from batchlab.engine.paths.invariant.modules import invariant_module
 from batchlab.engine.paths.quantized.path import KVScheme
 from batchlab.engine.paths.registry import PATHS
-from batchlab.judging.kl import KV4_KL_GATE, KV8_KL_GATE, LAB_KL_GATE, KLGate
+from batchlab.judging.kl import (
+    FAST_KL_GATE_GPU_16BIT,
+    KV4_KL_GATE,
+    KV8_KL_GATE,
+    LAB_KL_GATE,
+    KLGate,
+)
 
 # The invariant paths' second judge where it is not bit-exact: KL as the lab gate, and a
 # looser top-1 rate, since its positions stop at a row's first differing token (a bf16
@@ -73,6 +79,9 @@ class Judging:
     path: str
     reference: Reference
     kl_gate: KLGate | None = None  # None: bit-exact or FAIL
+    # the KL gate on a GPU for a model whose floating parameters are mostly 16-bit, where
+    # the path's kernels round otherwise than the oracle's by design (None: kl_gate)
+    kl_gate_gpu_16bit: KLGate | None = None
     kv_scheme: KVScheme | None = None  # the serial quantized oracle's settings
     # a second reference after the first passes: the solo gate cannot see a bug that
     # changes a row the same way alone and in a batch; the batch oracle's golden can
@@ -116,19 +125,32 @@ class Judging:
         """The second judge's KL gate where it is not bit-exact: SECOND_KL_GATE, except on
         a GPU for a model whose floating parameters are mostly 16-bit (the measured
         rounding of mlx-lm's masked attention there: SECOND_KL_GATE_GPU_16BIT)."""
-        if mx.default_device().type == mx.cpu:
-            return SECOND_KL_GATE
-        sizes: dict = {}
-        for _, p in tree_flatten(model.parameters()):
-            if mx.issubdtype(p.dtype, mx.floating):
-                sizes[p.dtype] = sizes.get(p.dtype, 0) + p.size
-        main = max(sizes, key=sizes.get) if sizes else mx.float32
-        return SECOND_KL_GATE_GPU_16BIT if main in (mx.bfloat16, mx.float16) else SECOND_KL_GATE
+        return SECOND_KL_GATE_GPU_16BIT if _gpu_16bit(model) else SECOND_KL_GATE
+
+    def lab_gate(self, model: nn.Module) -> KLGate | None:
+        """The KL gate of a cell that is not bit-exact: ``kl_gate``, or on a GPU for a
+        16-bit model ``kl_gate_gpu_16bit`` where the path has one."""
+        if self.kl_gate_gpu_16bit is not None and _gpu_16bit(model):
+            return self.kl_gate_gpu_16bit
+        return self.kl_gate
+
+
+def _gpu_16bit(model: nn.Module) -> bool:
+    """Whether this runs on a GPU and the model's floating parameters are mostly 16-bit."""
+    if mx.default_device().type == mx.cpu:
+        return False
+    sizes: dict = {}
+    for _, p in tree_flatten(model.parameters()):
+        if mx.issubdtype(p.dtype, mx.floating):
+            sizes[p.dtype] = sizes.get(p.dtype, 0) + p.size
+    main = max(sizes, key=sizes.get) if sizes else mx.float32
+    return main in (mx.bfloat16, mx.float16)
 
 
 _BY_PATH = {
     "l1": Judging(path="l1", reference=Reference.BATCH_ORACLE),
-    "fast": Judging(path="fast", reference=Reference.BATCH_ORACLE, kl_gate=LAB_KL_GATE),
+    "fast": Judging(path="fast", reference=Reference.BATCH_ORACLE, kl_gate=LAB_KL_GATE,
+                    kl_gate_gpu_16bit=FAST_KL_GATE_GPU_16BIT),
     "compiled": Judging(path="compiled", reference=Reference.BATCH_ORACLE, kl_gate=LAB_KL_GATE),
     "invariant": Judging(path="invariant", reference=Reference.SOLO,
                          second=Reference.BATCH_ORACLE),

@@ -49,6 +49,21 @@ class KLGate:
 # path registry (``batchlab.engine.paths.registry``) names which paths it judges. l1 has none.
 LAB_KL_GATE = KLGate(max_kl=1e-3, min_same_top1=0.99)
 
+# fast on a GPU for a 16-bit model. Its unmasked decode runs MLX's fused attention (float32
+# scores, one rounding) where mlx-lm's batch mode runs its masked attention (bf16 scores),
+# so two correct attentions differ there, and LAB_KL_GATE sits under their noise:
+#   two correct bf16 attentions against each other (tools/probes/attention_rounding.py,
+#   CPU, B16 x 24 steps; llama-hd64, qwen3-hd128, llama-h32, qwen3-h32): max KL 4.8e-4 to
+#   2.8e-3, same top-1 96-98.5%;
+#   fast against the oracle on the H200: B 64 and 256, 700-6000 steps a cell
+#   (reports/bench/cuda-sm90/issue28-repeat/), max KL 1.0e-3 to 4.3e-3, top-1 99.2% or
+#   more; B=4 with 12-step rows (docs/results.md), top-1 97.4-97.9%, max KL to 1.4e-3;
+#   fast's seeded bugs against the oracle (tools/probes/fast_bug_kl.py, CPU): max KL 0.13
+#   to 1.67, same top-1 50-85%.
+# The gate sits between: about 5x the noise's largest KL and 6x under the mildest bug's;
+# top-1 at SECOND_KL_GATE's 90%, under the noise's 96% and over the bugs' 85%.
+FAST_KL_GATE_GPU_16BIT = KLGate(max_kl=0.02, min_same_top1=0.9)
+
 # The quantized-KV paths where a row is not bit-exact against its serial QuantizedKVCache
 # run (sliding-window rings, which mlx-lm cannot quantize; rows quantized before their
 # start): the distance is that of quantization itself, so the gate is looser by bits.

@@ -149,7 +149,7 @@ def evaluate_cell(cell: Cell, ref: Reference) -> CellResult:
         if divergence is None:
             return result(Status.ORACLE_BUG, f"{_bug_text(golden.oracle_bug)} (engine equals "
                           "the oracle's (buggy) batch bits)", tokens=tokens)
-        return _lab_gate(judging, golden, got, divergence, result, tokens,
+        return _lab_gate(cell, judging, golden, got, divergence, result, tokens,
                          note=f"engine differs from the oracle's batch bits, which are "
                               f"self-inconsistent too: {_bug_text(golden.oracle_bug)}")
     if divergence is None:
@@ -161,7 +161,7 @@ def evaluate_cell(cell: Cell, ref: Reference) -> CellResult:
                       "quantized cache on the write it would alone, so it must equal its "
                       "serial run bit for bit)", tokens=tokens,
                       divergence=row_divergence.as_dict())
-    return _lab_gate(judging, golden, got, divergence, result, tokens)
+    return _lab_gate(cell, judging, golden, got, divergence, result, tokens)
 
 
 def _quantized_exact_rows(cell: Cell, judging: Judging) -> list[str]:
@@ -179,12 +179,14 @@ def _quantized_exact_rows(cell: Cell, judging: Judging) -> list[str]:
                                      on_gpu=on_gpu))
 
 
-def _lab_gate(judging: Judging, golden, got, divergence, result, tokens, note: str = ""):
+def _lab_gate(cell: Cell, judging: Judging, golden, got, divergence, result, tokens,
+              note: str = ""):
     """Not bit-exact: FAIL on l1; on a lab path, judge its KL statistics (live only).
     ``note`` is appended to the detail (an oracle bug the engine did not reproduce)."""
     from batchlab.judging.kl import kl_stats
+    from batchlab.zoo import load
 
-    gate = judging.kl_gate
+    gate = judging.kl_gate and judging.lab_gate(load(cell.model).model)
     where = divergence.describe() + (f"; {note}" if note else "")
     if gate is None:
         return result(Status.FAIL, where, tokens=tokens, divergence=divergence.as_dict())

@@ -82,7 +82,7 @@ def gate_result(path: str, got_rows: list[list[float]]):
     def result(status, detail, **kw):
         return CellResult.of(cell, status=status, detail=detail, rerun="", seconds=0, **kw)
 
-    return _lab_gate(judging_for(cell.path), golden, got, divergence, result, tokens=2)
+    return _lab_gate(cell, judging_for(cell.path), golden, got, divergence, result, tokens=2)
 
 
 def test_l1_has_no_tolerance_and_fast_is_kl_gated():
@@ -94,3 +94,27 @@ def test_l1_has_no_tolerance_and_fast_is_kl_gated():
     assert "not bit-exact" in passed.detail
     far = gate_result("fast", [[0.7, 0.3], [0.3, 0.7]])
     assert far.status == "FAIL" and far.kl["same_top1"] == 0.5
+
+
+def test_fast_on_a_gpu_is_judged_by_the_noise_of_two_correct_attentions(monkeypatch):
+    from mlx import nn
+
+    from batchlab.judging.kl import FAST_KL_GATE_GPU_16BIT, LAB_KL_GATE, KLGate
+
+    # KL 0.007 at step 1, top-1 kept: inside the GPU gate, outside LAB_KL_GATE
+    noisy = [[0.7, 0.3], [0.75, 0.25]]
+    assert gate_result("fast", noisy).status == "FAIL"  # the CPU: LAB_KL_GATE
+    assert FAST_KL_GATE_GPU_16BIT == KLGate(max_kl=0.02, min_same_top1=0.9)
+    bf16, fp32 = nn.Linear(4, 4), nn.Linear(4, 4)
+    bf16.set_dtype(mx.bfloat16)
+    fast, compiled = judging_for("fast"), judging_for("compiled")
+    assert fast.lab_gate(bf16) is LAB_KL_GATE and compiled.lab_gate(bf16) is LAB_KL_GATE
+    monkeypatch.setattr(mx, "default_device", lambda: mx.Device(mx.gpu, 0))
+    assert fast.lab_gate(bf16) is FAST_KL_GATE_GPU_16BIT
+    assert fast.lab_gate(fp32) is LAB_KL_GATE  # float32 rounding explains ~1e-6
+    assert compiled.lab_gate(bf16) is LAB_KL_GATE  # its difference is not attention's
+    assert judging_for("l1").lab_gate(bf16) is None
+    passed = gate_result("fast", noisy)  # the zoo llama is bf16
+    assert passed.status == "PASS" and "gate max KL <= 0.02, same top-1 >= 90%" in passed.detail
+    # a bug's KL (fast's seeded bugs: 0.13 and up) stays outside
+    assert gate_result("fast", [[0.7, 0.3], [0.4, 0.6]]).status == "FAIL"
