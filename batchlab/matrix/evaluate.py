@@ -186,6 +186,7 @@ def _lab_gate(cell: Cell, judging: Judging, golden, got, divergence, result, tok
     from batchlab.judging.kl import kl_stats
     from batchlab.zoo import load
 
+    # l1 has no KL gate on any backend: no model to load for it
     gate = judging.kl_gate and judging.lab_gate(load(cell.model).model)
     where = divergence.describe() + (f"; {note}" if note else "")
     if gate is None:

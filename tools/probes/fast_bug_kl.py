@@ -4,10 +4,10 @@ correct attentions (``attention_rounding.py``).
 On a GPU fast is judged by KL against mlx-lm's batch mode (its unmasked decode runs
 another attention kernel than the oracle's masked one), so its gate there must sit above
 that noise and below what a bug does. This runs, on the CPU with the live oracle, every
-self-test bug whose name starts with ``fast`` on its candidate cells (those cells
-widened from static to every script of the same model, B and padding), and prints each
-cell's verdict line: on the CPU fast is bit-exact, so a bug FAILs there anyway, and the
-line's KL statistics say how far the bug moved the logprobs.
+self-test bug whose name contains the argument (default ``fast``) on its candidate fast
+cells, and prints each cell's verdict line: on the CPU fast is bit-exact, so a bug FAILs
+there anyway, and the line's KL statistics say how far the bug moved the logprobs (up to
+the row's first different token, as the gate counts them).
 
     PYTHONPATH=. python tools/probes/fast_bug_kl.py [bug-name-substring]
 """
