@@ -59,9 +59,16 @@ def test_invariant_on_gpt_oss_passes_the_needle_and_is_not_bit_exact_alone():
 
 
 def test_control_l1_fails_the_needle_where_it_is_not_batch_invariant():
+    # The defaults (4 trials, 6 fillers): the first trial sends all at once. Which rows
+    # share the needle's batch, and when, is up to the threads' timing: on a loaded
+    # machine a whole check once kept the needle out of every batch that moves l1's bits
+    # (a vacuous PASS; a CI run lost to it). Up to three checks, so that the control
+    # shows the gate can catch l1 without depending on one schedule.
     with live_server("gpt-oss", max_batch=8) as s:
-        # the defaults (4 trials, 6 fillers): the first trial sends all at once
-        (needle,) = run(s, "gpt-oss", ("needle",), trials=4, fillers=6)
+        for _ in range(3):
+            (needle,) = run(s, "gpt-oss", ("needle",), trials=4, fillers=6)
+            if needle.status == "FAIL":
+                break
     status, difference = needle.status, needle.difference
-    assert status == "FAIL"
+    assert status == "FAIL", needle.compared
     assert "in flight with it): step " in difference and ", alone " in difference
