@@ -273,3 +273,40 @@ def test_the_split_sums_switch_reads_the_environment(monkeypatch):
     monkeypatch.setenv("BATCHLAB_GQA_SPLIT", "on")
     with pytest.raises(ValueError, match="0 or 1"):
         gd._forced_split()
+
+
+def test_the_tiled_order_is_opt_in_and_replaces_every_layout(monkeypatch):
+    from batchlab.engine.kernels import grouped_decode_tiled as tiled
+
+    assert gd.TILED is False  # MLX's bits by default until the H200 has judged it
+    monkeypatch.setenv("BATCHLAB_GQA_TILED", "1")
+    assert gd._forced_tiled() is True
+    monkeypatch.setenv("BATCHLAB_GQA_TILED", "yes")
+    with pytest.raises(ValueError, match="0 or 1"):
+        gd._forced_tiled()
+    calls = []
+    monkeypatch.setattr(tiled, "tiled_decode_attention",
+                        lambda q, k, v, scale: calls.append(k.shape) or q)
+    q = mx.zeros((2, 32, 1, 128), mx.bfloat16)
+    k = mx.zeros((2, 8, 300, 128), mx.bfloat16)
+    assert gd.grouped_decode_attention(q, k, k, 0.1, tiled_order=True) is q
+    monkeypatch.setattr(gd, "FORCED_TILED", True)
+    assert gd.grouped_decode_attention(q, k, k, 0.1, layout="looped") is q
+    assert calls == [(2, 8, 300, 128)] * 2
+
+
+def test_the_tiled_kernel_splits_keys_only_where_rows_and_heads_leave_the_device_idle():
+    from batchlab.engine.kernels import grouped_decode_tiled as tiled
+
+    assert tiled.MIN_CHUNK == 256
+    assert tiled.num_chunks(256, 8, 255) == 1  # 2048 blocks: one launch, no combine
+    assert tiled.num_chunks(256, 8, 4096) == 1
+    assert tiled.num_chunks(64, 8, 4096) == 4  # 512 blocks x 4 chunks of 1024 keys
+    assert tiled.num_chunks(1, 8, 4096) == 16  # chunks of 256 keys, no fewer
+    assert tiled.num_chunks(1, 8, 300) == 2
+    assert tiled.num_chunks(1, 8, 1) == 1
+    # every chunk starts inside the keys: the kernel's ceil split leaves none empty here
+    for width in (257, 300, 511, 4096):
+        chunks = tiled.num_chunks(1, 8, width)
+        size = -(-width // chunks)
+        assert (chunks - 1) * size < width

@@ -31,6 +31,7 @@ import tempfile
 from batchlab.engine.kernels import grouped_decode as gd
 from batchlab.engine.kernels import grouped_decode_looped as looped
 from batchlab.engine.kernels import grouped_decode_staged as staged
+from batchlab.engine.kernels import grouped_decode_tiled as tiled
 
 CUDA_TYPES = {"float16": ("__half", 2), "bfloat16": ("__nv_bfloat16", 2),
               "float32": ("float", 4)}
@@ -49,7 +50,7 @@ def find(pattern: str) -> str | None:
 
 
 def wrap(name: str, header: str, source: str, ctype: str,
-         consts: list[tuple[str, int]]) -> str:
+         consts: list[tuple[str, int]], outputs: tuple[str, ...] = ("out",)) -> str:
     params = []
     for arg in ("q", "k", "v", "scale"):
         params.append(f"const {ctype if arg != 'scale' else 'float'}* {arg}")
@@ -57,7 +58,7 @@ def wrap(name: str, header: str, source: str, ctype: str,
             params.append(f"const __grid_constant__ Shape {arg}_shape")
         if f"{arg}_strides" in source:
             params.append(f"const __grid_constant__ Strides {arg}_strides")
-    params.append(f"{ctype}* out")
+    params += [f"{ctype if o == 'out' else 'float'}* {o}" for o in outputs]
     body = f"  using T = {ctype};\n" + "".join(f"  constexpr int {k} = {v};\n" for k, v in consts)
     return (PRELUDE + header + "namespace mlx::core::cu {\n\n"
             f"__global__ void {name}(\n    " + ",\n    ".join(params) + ") {\n"
@@ -119,7 +120,7 @@ def combos():
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--layouts", default="simple,staged,looped")
+    ap.add_argument("--layouts", default="simple,staged,looped,tiled")
     ap.add_argument("--nvrtc", default=find("/tmp/nvrtc/lib/python3*/site-packages/nvidia/"
                                             "cuda_nvrtc/lib/libnvrtc.so.12"))
     ap.add_argument("--include", default=find("/tmp/nvrtc/lib/python3*/site-packages/nvidia/"
@@ -145,6 +146,27 @@ def main() -> int:
             ctype, size = CUDA_TYPES[dtype]
             pow2 = group & (group - 1) == 0
             if layout == "staged" and not pow2:
+                continue
+            if layout == "tiled":
+                for partial in (False, True):
+                    consts = [("D", dim), ("G", group), ("NW", tiled.WARPS),
+                              ("TILE", tiled.TILE)]
+                    outputs = ("part_m", "part_l", "part_acc") if partial else ("out",)
+                    src = wrap("k_tiled", tiled.HEADER,
+                               tiled.SOURCE_PARTIAL if partial else tiled.SOURCE_ONE,
+                               ctype, consts, outputs)
+                    ok, log, ptx = nv.ptx(src, opts)
+                    total += 1
+                    tag = f"tiled  {dtype:8s} D={dim:3d} G={group} partial={int(partial)}"
+                    if not ok:
+                        failures += 1
+                        print(f"{tag}: COMPILE FAILED\n{log[:3000]}", flush=True)
+                        continue
+                    usage = ptxas_usage(args.ptxas, ptx) if args.ptxas else "ptx ok"
+                    bad = bool(args.ptxas) and ("FAILED" in usage or not re.search(
+                        r"stack 0 spill 0/0", usage))
+                    spills += bad
+                    print(f"{tag}: {usage}{'  <-- SPILLS / STACK' if bad else ''}", flush=True)
                 continue
             if layout == "looped":
                 warps_list = [int(x) for x in args.warps.split(",")]

@@ -1,5 +1,6 @@
 """Issue 28: the ``fast`` decode step with the looped kernel's variants toggled in one
-process, interleaved (``looped.SPLIT`` and ``looped.RING`` are read at every call), so
+process, interleaved (``looped.SPLIT``, ``looped.RING`` and ``grouped_decode.TILED`` are
+read at every call), so
 that the variants share the process, the allocator and the device's state: a paired
 A/B finer than separate ``batchlab bench`` processes (whose medians moved 13.3-13.7
 ms/step for the same code in the thirteenth round).
@@ -17,12 +18,14 @@ from __future__ import annotations
 import argparse
 from contextlib import contextmanager
 
+from batchlab.engine.kernels import grouped_decode as gd
 from batchlab.engine.kernels import grouped_decode_looped as looped
 from paired import paired_steps  # tools/h200, first on sys.path when run as a script
 
-# name: (looped.SPLIT, looped.RING)
-VARIANTS = {"default": (looped.SPLIT, looped.RING), "mlx-sums": (False, 0),
-            "split": (True, 0), "ring4": (False, 4), "split+ring4": (True, 4)}
+# name: (looped.SPLIT, looped.RING, gd.TILED: grouped_decode_tiled.py in the looped's place)
+VARIANTS = {"default": (looped.SPLIT, looped.RING, gd.TILED), "mlx-sums": (False, 0, False),
+            "split": (True, 0, False), "ring4": (False, 4, False),
+            "split+ring4": (True, 4, False), "tiled": (looped.SPLIT, looped.RING, True)}
 
 
 def main() -> None:
@@ -36,7 +39,7 @@ def main() -> None:
 
     @contextmanager
     def variant(name: str):
-        looped.SPLIT, looped.RING = VARIANTS[name]
+        looped.SPLIT, looped.RING, gd.TILED = VARIANTS[name]
         yield
 
     paired_steps(args.model, args.batch, args.rounds, names, variant)

@@ -54,6 +54,8 @@ choice, ``BATCHLAB_GQA_WARPS`` (4, 8 or 16) ``looped.warps_for``'s and
 ``BATCHLAB_GQA_SPLIT`` (0 or 1) ``looped.STAGE`` and ``looped.SPLIT``, for every call
 that names none (each read once at import; ``staged`` only where the group is a power
 of two, else ``simple``), so one session can time a layout against the default.
+``BATCHLAB_GQA_TILED=1`` sends the calls to ``grouped_decode_tiled.py`` instead: fast's
+own float order, not MLX's bits, for the issue-bound cost of MLX's per-key arithmetic.
 """
 
 from __future__ import annotations
@@ -65,6 +67,7 @@ import mlx.core as mx
 
 from batchlab.engine.kernels import grouped_decode_looped as looped
 from batchlab.engine.kernels import grouped_decode_staged as staged
+from batchlab.engine.kernels import grouped_decode_tiled as tiled
 from batchlab.engine.kernels.decode_streams import MLX_KEY_UPDATE, MLX_QUERY_STATE, scale_array
 
 WARPS = 32  # MLX's BN: warps per block, one key stream each
@@ -150,6 +153,10 @@ def _forced_split() -> bool | None:
     return _forced_flag("BATCHLAB_GQA_SPLIT")
 
 
+def _forced_tiled() -> bool | None:
+    return _forced_flag("BATCHLAB_GQA_TILED")
+
+
 def _chosen(*choices):  # not gated: gpu only
     """The first of a call's argument, the environment's switch and the module's default
     that is set."""
@@ -161,6 +168,10 @@ FORCED_SPLIT = _forced_split()
 FORCED_STAGE = _forced_stage()
 FORCED_WARPS = _forced_warps()
 FORCED_RING = _forced_ring()
+FORCED_TILED = _forced_tiled()
+# fast's own rounding (grouped_decode_tiled.py) in place of MLX's bits: opt-in until the
+# H200 gate and bench have judged it
+TILED = False
 
 _SOURCE = """
     constexpr int VPT = D / 32;
@@ -311,9 +322,12 @@ def grouped_decode_attention(  # not gated: gpu only
         queries: mx.array, keys: mx.array, values: mx.array, scale: float,
         layout: str | None = None, warps: int | None = None,
         prefetch: bool | None = None, ring: int | None = None,
-        stage: bool | None = None, split: bool | None = None) -> mx.array:
+        stage: bool | None = None, split: bool | None = None,
+        tiled_order: bool | None = None) -> mx.array:
     """softmax(q . K^T * scale) . V for one query per row, bit for bit as
-    ``mx.fast.scaled_dot_product_attention`` on CUDA; ``keys`` / ``values``
+    ``mx.fast.scaled_dot_product_attention`` on CUDA (unless ``tiled_order``, default
+    ``BATCHLAB_GQA_TILED`` or ``TILED``: ``grouped_decode_tiled.py``'s own rounding,
+    which replaces every argument below); ``keys`` / ``values``
     ``(B, H_kv, N, D)`` as the cache served them (a view of its buffer is fine).
     ``layout`` (``simple``, ``staged`` or ``looped``) overrides ``layout_for``, and
     ``warps`` ``looped``'s W (4, 8 or 16, or 32 when staged; default ``BATCHLAB_GQA_WARPS`` or
@@ -324,6 +338,8 @@ def grouped_decode_attention(  # not gated: gpu only
     ``looped.can_stage``; it replaces the ring and the prefetch), ``split`` whether the
     heads' score sums split over the lanes (default ``BATCHLAB_GQA_SPLIT`` or
     ``looped.SPLIT``; where ``looped.can_split``), for the probes."""
+    if _chosen(tiled_order, FORCED_TILED, TILED):
+        return tiled.tiled_decode_attention(queries, keys, values, scale)
     b, n_q, _, dim = queries.shape
     n_kv = keys.shape[1]
     group = n_q // n_kv

@@ -1,0 +1,256 @@
+"""fast's decode attention with its own rounding (CUDA, opt-in: ``BATCHLAB_GQA_TILED=1``).
+
+The grouped kernel's layouts (``grouped_decode.py``) put every key through MLX's one-pass
+arithmetic, op for op, so fast's bits stay MLX's. That order costs about 150 instructions a
+key and warp at llama-3.1-8b's heads (a warp-wide butterfly per key and query head, then an
+online-softmax rescale of every output dim), and Nsight found the kernel bound by
+instruction issue with DRAM at a fifth of its bandwidth (reports/bench/cuda-sm90/
+issue28-stage/, issue28-split/). This kernel spends its instructions on the bytes instead:
+
+- a block per (chunk of keys, KV head, row) of ``NW`` warps; the group's ``G`` queries,
+  times ``scale * log2(e)``, sit in shared memory as floats;
+- a warp takes 32 keys at a time, **a key a lane**: each lane reads its key's row in
+  16-byte loads and forms the ``G`` scores over all ``D`` dims itself (no shuffles);
+- one online-softmax update per 32 keys: a warp max and a warp sum per query head, the
+  tile's probabilities to shared memory, one rescale of the outputs;
+- then the value rows in MLX's lane layout (lane ``l`` owns dims ``D / 32 * l ..``),
+  each row read once for the group, ``o += p * v`` for every head;
+- the block's warps merge in shared memory; with one chunk the block writes the output,
+  else its partial (max, sum, unnormalised output), which
+  ``quantized_decode.combine_chunks`` combines in chunk order.
+
+It is deterministic (a fixed order for every call shape), float32 throughout, and not
+MLX's bits: fast on a GPU is judged by KL against the oracle already (unmasked against
+masked attention), and ``FAST_KL_GATE_GPU_16BIT`` holds this kernel to the same bound.
+It takes the calls ``grouped_decode.takes`` sends to the grouped kernel, and nothing on
+the CPU.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import mlx.core as mx
+
+from batchlab.engine.kernels.decode_streams import NEG_INF_HEADER, scale_array
+from batchlab.engine.kernels.quantized_decode import combine_chunks
+
+WARPS = 4
+TILE = 32  # keys a warp scores at a time: one a lane
+TARGET_BLOCKS = 2048  # ~16 blocks of 4 warps an SM on the H200's 132
+MIN_CHUNK = 2 * WARPS * TILE  # keys: every warp gets at least two tiles of a chunk
+LN2 = 0.6931471805599453  # partial maxima leave in natural-log units for combine_chunks
+
+HELPERS = """__device__ __forceinline__ float ex2_approx(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+__device__ __forceinline__ float warp_sum(float x) {
+    for (int off = 16; off > 0; off >>= 1) x += __shfl_xor_sync(0xffffffffu, x, off);
+    return x;
+}
+__device__ __forceinline__ float warp_max(float x) {
+    for (int off = 16; off > 0; off >>= 1) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, off));
+    return x;
+}
+"""
+
+_BODY = """
+    constexpr int VE = 16 / sizeof(T);       // elements in a 16-byte load
+    constexpr int VPT = D / 32;              // value dims a lane owns
+    constexpr int VB = VPT * sizeof(T);
+    constexpr int VA = (VB & -VB) > 16 ? 16 : (VB & -VB);
+    struct alignas(16) Chunk16 { T v[VE]; };
+    struct alignas(VA) Vec { T v[VPT]; };
+    const int lane = threadIdx.x & 31;
+    const int warp = threadIdx.x >> 5;
+    const int c = blockIdx.x;
+    const int g = blockIdx.y;
+    const int b = blockIdx.z;
+    const int n_q_heads = q_shape[1];
+    const int n_chunks = gridDim.x;
+    const int keys = k_shape[2];
+    const int chunk = (keys + n_chunks - 1) / n_chunks;
+    const int start = min(keys, c * chunk);
+    const int end = min(keys, start + chunk);
+    const float scale_log2 = scale[0] * 1.4426950408889634f;
+    const T* kb = k + b * k_strides[0] + g * k_strides[1];
+    const T* vb = v + b * v_strides[0] + g * v_strides[1];
+    // 16-byte key loads and VPT-element value loads need aligned, contiguous rows
+    const bool kvec = k_strides[3] == 1 && (k_strides[2] % VE) == 0
+        && (reinterpret_cast<unsigned long long>(kb) % 16) == 0;
+    const bool vvec = v_strides[3] == 1 && (v_strides[2] % VPT) == 0
+        && (reinterpret_cast<unsigned long long>(vb) % VA) == 0;
+
+    __shared__ float sq[G][D];
+    __shared__ float sp[NW][TILE][G];
+    __shared__ float sm_m[NW][G];
+    __shared__ float sm_l[NW][G];
+    __shared__ float sm_o[NW][G][D];
+    for (int idx = threadIdx.x; idx < G * D; idx += blockDim.x) {
+        const int j = idx / D;
+        const int d = idx % D;
+        const T* qp = q + b * q_strides[0] + (g * G + j) * q_strides[1];
+        sq[j][d] = static_cast<float>(qp[d * q_strides[3]]) * scale_log2;
+    }
+    __syncthreads();
+
+    float m[G];
+    float l[G];
+    float o[G][VPT];
+#pragma unroll
+    for (int j = 0; j < G; ++j) {
+        m[j] = NEG_INF;
+        l[j] = 0.0f;
+#pragma unroll
+        for (int i = 0; i < VPT; ++i) o[j][i] = 0.0f;
+    }
+    for (int t = start + warp * TILE; t < end; t += NW * TILE) {
+        const int r = t + lane;
+        const bool ok = r < end;
+        float s[G];
+#pragma unroll
+        for (int j = 0; j < G; ++j) s[j] = 0.0f;
+        if (ok) {
+            const T* kr = kb + r * k_strides[2];
+#pragma unroll
+            for (int d0 = 0; d0 < D; d0 += VE) {
+                float kf[VE];
+                if (kvec) {
+                    const Chunk16 w = *reinterpret_cast<const Chunk16*>(kr + d0);
+#pragma unroll
+                    for (int e = 0; e < VE; ++e) kf[e] = static_cast<float>(w.v[e]);
+                } else {
+                    for (int e = 0; e < VE; ++e) {
+                        kf[e] = static_cast<float>(kr[(d0 + e) * k_strides[3]]);
+                    }
+                }
+#pragma unroll
+                for (int j = 0; j < G; ++j) {
+#pragma unroll
+                    for (int e = 0; e < VE; ++e) s[j] = fmaf(sq[j][d0 + e], kf[e], s[j]);
+                }
+            }
+        }
+#pragma unroll
+        for (int j = 0; j < G; ++j) {
+            const float sj = ok ? s[j] : NEG_INF;
+            const float mn = fmaxf(m[j], warp_max(sj));  // finite: lane 0's key is in range
+            const float corr = ex2_approx(m[j] - mn);
+            const float p = ok ? ex2_approx(sj - mn) : 0.0f;
+            l[j] = l[j] * corr + warp_sum(p);
+            m[j] = mn;
+            sp[warp][lane][j] = p;
+#pragma unroll
+            for (int i = 0; i < VPT; ++i) o[j][i] *= corr;
+        }
+        __syncwarp();
+        const int here = min(TILE, end - t);
+#pragma unroll 4
+        for (int u = 0; u < here; ++u) {
+            const T* vr = vb + (t + u) * v_strides[2];
+            float vf[VPT];
+            if (vvec) {
+                const Vec w = *reinterpret_cast<const Vec*>(vr + VPT * lane);
+#pragma unroll
+                for (int i = 0; i < VPT; ++i) vf[i] = static_cast<float>(w.v[i]);
+            } else {
+                for (int i = 0; i < VPT; ++i) {
+                    vf[i] = static_cast<float>(vr[(VPT * lane + i) * v_strides[3]]);
+                }
+            }
+#pragma unroll
+            for (int j = 0; j < G; ++j) {
+                const float p = sp[warp][u][j];
+#pragma unroll
+                for (int i = 0; i < VPT; ++i) o[j][i] = fmaf(p, vf[i], o[j][i]);
+            }
+        }
+        __syncwarp();
+    }
+
+    if (lane == 0) {
+        for (int j = 0; j < G; ++j) {
+            sm_m[warp][j] = m[j];
+            sm_l[warp][j] = l[j];
+        }
+    }
+#pragma unroll
+    for (int j = 0; j < G; ++j) {
+#pragma unroll
+        for (int i = 0; i < VPT; ++i) sm_o[warp][j][VPT * lane + i] = o[j][i];
+    }
+    __syncthreads();
+    for (int idx = threadIdx.x; idx < G * D; idx += blockDim.x) {
+        const int j = idx / D;
+        const int d = idx % D;
+        float big = NEG_INF;
+        for (int w = 0; w < NW; ++w) big = fmaxf(big, sm_m[w][j]);
+        float total = 0.0f;
+        float acc = 0.0f;
+        if (big != NEG_INF) {
+            for (int w = 0; w < NW; ++w) {
+                const float f = ex2_approx(sm_m[w][j] - big);
+                total += sm_l[w][j] * f;
+                acc += sm_o[w][j][d] * f;
+            }
+        }
+        const int h = g * G + j;
+"""
+
+_WRITE_OUT = """        const float res = total > 0.0f ? acc / total : 0.0f;
+        out[(b * n_q_heads + h) * D + d] = static_cast<T>(res);
+    }
+"""
+
+_WRITE_PARTIAL = """        const int row = (b * n_q_heads + h) * n_chunks + c;
+        part_acc[row * D + d] = acc;
+        if (d == 0) {
+            part_m[row] = big == NEG_INF ? NEG_INF : big * LN2F;
+            part_l[row] = total;
+        }
+    }
+"""
+
+SOURCE_ONE = _BODY + _WRITE_OUT
+SOURCE_PARTIAL = _BODY + _WRITE_PARTIAL
+HEADER = NEG_INF_HEADER + f"#define LN2F {LN2!r}f\n" + HELPERS
+
+
+@functools.cache
+def _kernel(partial: bool):  # not gated: gpu only
+    outputs = ["part_m", "part_l", "part_acc"] if partial else ["out"]
+    return mx.fast.cuda_kernel(
+        name=f"batchlab_grouped_decode_tiled_{'partial' if partial else 'one'}",
+        input_names=["q", "k", "v", "scale"], output_names=outputs,
+        source=SOURCE_PARTIAL if partial else SOURCE_ONE, header=HEADER,
+        ensure_row_contiguous=False)
+
+
+def num_chunks(rows: int, kv_heads: int, width: int) -> int:
+    """Chunks of keys per (row, KV head): enough blocks to fill the device, none under
+    ``MIN_CHUNK`` keys; one wherever the rows and heads fill it alone (no second launch)."""
+    want = math.ceil(TARGET_BLOCKS / max(1, rows * kv_heads))
+    return max(1, min(want, math.ceil(width / MIN_CHUNK)))
+
+
+def tiled_decode_attention(  # not gated: gpu only
+        queries: mx.array, keys: mx.array, values: mx.array, scale: float) -> mx.array:
+    """softmax(q . K^T * scale) . V for one query per row, ``keys`` / ``values``
+    ``(B, H_kv, N, D)`` as the cache served them; float32 inside, the model's dtype out."""
+    b, n_q, _, dim = queries.shape
+    n_kv, width = keys.shape[1], keys.shape[2]
+    chunks = num_chunks(b, n_kv, width)
+    template = [("T", queries.dtype), ("D", dim), ("G", n_q // n_kv), ("NW", WARPS),
+                ("TILE", TILE)]
+    launch = {"inputs": [queries, keys, values, scale_array(scale)], "template": template,
+              "grid": (32 * WARPS * chunks, n_kv, b), "threadgroup": (32 * WARPS, 1, 1)}
+    if chunks == 1:
+        return _kernel(False)(output_shapes=[(b, n_q, 1, dim)],
+                              output_dtypes=[queries.dtype], **launch)[0]
+    part_m, part_l, part_acc = _kernel(True)(
+        output_shapes=[(b, n_q, chunks), (b, n_q, chunks), (b, n_q, chunks, dim)],
+        output_dtypes=[mx.float32, mx.float32, mx.float32], **launch)
+    return combine_chunks(part_m, part_l, part_acc, queries.dtype)
