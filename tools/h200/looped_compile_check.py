@@ -148,9 +148,10 @@ def main() -> int:
             if layout == "staged" and not pow2:
                 continue
             if layout == "tiled":
-                for partial in (False, True):
+                for partial in (False, True):  # at WARPS (the probe also times 2 and 8)
                     consts = [("D", dim), ("G", group), ("NW", tiled.WARPS),
-                              ("TILE", tiled.TILE)]
+                              ("TILE", tiled.TILE), ("KL", tiled.KEY_LOADS),
+                              ("VL", tiled.VALUE_LOADS)]
                     outputs = ("part_m", "part_l", "part_acc") if partial else ("out",)
                     src = wrap("k_tiled", tiled.HEADER,
                                tiled.SOURCE_PARTIAL if partial else tiled.SOURCE_ONE,

@@ -10,8 +10,8 @@ attention in the model's dtype. ``TILED ACCURATE yes`` where the tiled kernel's 
 at most twice MLX's (plus 1e-6) on every call; ``TILED REPEAT yes`` where five calls on
 the same arrays gave the same bytes every time.
 
-Part ``time``: us a call, tiled against the looped kernel (fast's default, MLX's bits)
-and MLX's attention, at the bench's shapes, then B = 1 / 4 / 64 over long contexts.
+Part ``time``: us a call, tiled (at its default warps a block, then 2 and 8) against the
+looped kernel (fast's default, MLX's bits) and MLX's attention, at the bench's shapes, then B = 1 / 4 / 64 over long contexts.
 
 Part ``fast``: fast's scheduler at B = 256 on the 8B and 1B heads (three layers, random
 weights, greedy, rows ending over 300 steps, a ragged join), tiled against the looped
@@ -93,8 +93,8 @@ TIMED = (("llama-3.1-8b", 32, 8, 128, 256, 128), ("llama-3.1-8b", 32, 8, 128, 25
 
 
 def time_part() -> bool:
-    print(f"{'shape':14s} {'B':>4s} {'keys':>6s} {'tiled us':>9s} {'looped us':>10s} "
-          f"{'MLX us':>8s} {'MB':>7s} {'tiled GB/s':>10s}", flush=True)
+    print(f"{'shape':14s} {'B':>4s} {'keys':>6s} {'tiled us':>9s} {'w2 us':>7s} {'w8 us':>7s} "
+          f"{'looped us':>10s} {'MLX us':>8s} {'MB':>7s} {'tiled GB/s':>10s}", flush=True)
     for name, hq, hkv, dim, b, keys in TIMED:
         width = (keys + 255) // 256 * 256
         q, kbuf, vbuf = inputs(b, hq, hkv, dim, BF, keys, width)
@@ -102,10 +102,13 @@ def time_part() -> bool:
         mx.eval(q, k, v)
         scale = dim ** -0.5
         us_t = timed(lambda: tiled_call(q, k, v, scale))  # noqa: B023
+        us_w = [timed(lambda w=w: tiled.tiled_decode_attention(q, k, v, scale, w))  # noqa: B023
+                for w in (2, 8)]
         us_l = timed(lambda: gd.grouped_decode_attention(q, k, v, scale))  # noqa: B023
         us_m = timed(lambda: SDPA(q, k, v, scale=scale, mask=None))  # noqa: B023
         mb = 2 * b * hkv * keys * dim * 2 / 1e6
-        print(f"{name:14s} {b:4d} {keys:6d} {us_t:9.1f} {us_l:10.1f} {us_m:8.1f} {mb:7.1f} "
+        print(f"{name:14s} {b:4d} {keys:6d} {us_t:9.1f} {us_w[0]:7.1f} {us_w[1]:7.1f} "
+              f"{us_l:10.1f} {us_m:8.1f} {mb:7.1f} "
               f"{mb / us_t * 1e3:10.0f}  chunks {tiled.num_chunks(b, hkv, keys)}", flush=True)
     return True
 

@@ -40,6 +40,8 @@ WARPS = 4
 TILE = 32  # keys a warp scores at a time: one a lane
 TARGET_BLOCKS = 2048  # ~16 blocks of 4 warps an SM on the H200's 132
 MIN_CHUNK = 2 * WARPS * TILE  # keys: every warp gets at least two tiles of a chunk
+KEY_LOADS = 4  # 16-byte loads of a key row in flight a lane (16 registers)
+VALUE_LOADS = 8  # value rows in flight a warp (8 x D / 32 elements a lane)
 LN2 = 0.6931471805599453  # partial maxima leave in natural-log units for combine_chunks
 
 HELPERS = """__device__ __forceinline__ float ex2_approx(float x) {
@@ -62,6 +64,7 @@ _BODY = """
     constexpr int VPT = D / 32;              // value dims a lane owns
     constexpr int VB = VPT * sizeof(T);
     constexpr int VA = (VB & -VB) > 16 ? 16 : (VB & -VB);
+    static_assert((D / VE) % KL == 0 && TILE % VL == 0, "whole load batches");
     struct alignas(16) Chunk16 { T v[VE]; };
     struct alignas(VA) Vec { T v[VPT]; };
     const int lane = threadIdx.x & 31;
@@ -115,22 +118,32 @@ _BODY = """
         for (int j = 0; j < G; ++j) s[j] = 0.0f;
         if (ok) {
             const T* kr = kb + r * k_strides[2];
+            // KL 16-byte loads issued together, then their arithmetic: loads behind a
+            // branch are not hoisted, and one at a time a tile costs dozens of round trips
 #pragma unroll
-            for (int d0 = 0; d0 < D; d0 += VE) {
-                float kf[VE];
+            for (int c0 = 0; c0 < D / VE; c0 += KL) {
+                Chunk16 w[KL];
                 if (kvec) {
-                    const Chunk16 w = *reinterpret_cast<const Chunk16*>(kr + d0);
 #pragma unroll
-                    for (int e = 0; e < VE; ++e) kf[e] = static_cast<float>(w.v[e]);
+                    for (int x = 0; x < KL; ++x) {
+                        w[x] = *reinterpret_cast<const Chunk16*>(kr + (c0 + x) * VE);
+                    }
                 } else {
-                    for (int e = 0; e < VE; ++e) {
-                        kf[e] = static_cast<float>(kr[(d0 + e) * k_strides[3]]);
+                    for (int x = 0; x < KL; ++x) {
+                        for (int e = 0; e < VE; ++e) {
+                            w[x].v[e] = kr[((c0 + x) * VE + e) * k_strides[3]];
+                        }
                     }
                 }
 #pragma unroll
-                for (int j = 0; j < G; ++j) {
+                for (int x = 0; x < KL; ++x) {
 #pragma unroll
-                    for (int e = 0; e < VE; ++e) s[j] = fmaf(sq[j][d0 + e], kf[e], s[j]);
+                    for (int e = 0; e < VE; ++e) {
+                        const float kf = static_cast<float>(w[x].v[e]);
+                        const int d = (c0 + x) * VE + e;
+#pragma unroll
+                        for (int j = 0; j < G; ++j) s[j] = fmaf(sq[j][d], kf, s[j]);
+                    }
                 }
             }
         }
@@ -148,24 +161,33 @@ _BODY = """
         }
         __syncwarp();
         const int here = min(TILE, end - t);
-#pragma unroll 4
-        for (int u = 0; u < here; ++u) {
-            const T* vr = vb + (t + u) * v_strides[2];
-            float vf[VPT];
+        for (int u0 = 0; u0 < here; u0 += VL) {
+            // VL value rows loaded together (a row past the tile reads its last, unused)
+            Vec w[VL];
             if (vvec) {
-                const Vec w = *reinterpret_cast<const Vec*>(vr + VPT * lane);
 #pragma unroll
-                for (int i = 0; i < VPT; ++i) vf[i] = static_cast<float>(w.v[i]);
+                for (int x = 0; x < VL; ++x) {
+                    const T* vr = vb + (t + min(u0 + x, here - 1)) * v_strides[2];
+                    w[x] = *reinterpret_cast<const Vec*>(vr + VPT * lane);
+                }
             } else {
-                for (int i = 0; i < VPT; ++i) {
-                    vf[i] = static_cast<float>(vr[(VPT * lane + i) * v_strides[3]]);
+                for (int x = 0; x < VL; ++x) {
+                    const T* vr = vb + (t + min(u0 + x, here - 1)) * v_strides[2];
+                    for (int i = 0; i < VPT; ++i) w[x].v[i] = vr[(VPT * lane + i) * v_strides[3]];
                 }
             }
 #pragma unroll
-            for (int j = 0; j < G; ++j) {
-                const float p = sp[warp][u][j];
+            for (int x = 0; x < VL; ++x) {
+                if (u0 + x < here) {  // uniform over the warp
 #pragma unroll
-                for (int i = 0; i < VPT; ++i) o[j][i] = fmaf(p, vf[i], o[j][i]);
+                    for (int j = 0; j < G; ++j) {
+                        const float p = sp[warp][u0 + x][j];
+#pragma unroll
+                        for (int i = 0; i < VPT; ++i) {
+                            o[j][i] = fmaf(p, static_cast<float>(w[x].v[i]), o[j][i]);
+                        }
+                    }
+                }
             }
         }
         __syncwarp();
@@ -237,16 +259,18 @@ def num_chunks(rows: int, kv_heads: int, width: int) -> int:
 
 
 def tiled_decode_attention(  # not gated: gpu only
-        queries: mx.array, keys: mx.array, values: mx.array, scale: float) -> mx.array:
+        queries: mx.array, keys: mx.array, values: mx.array, scale: float,
+        warps: int = WARPS) -> mx.array:
     """softmax(q . K^T * scale) . V for one query per row, ``keys`` / ``values``
-    ``(B, H_kv, N, D)`` as the cache served them; float32 inside, the model's dtype out."""
+    ``(B, H_kv, N, D)`` as the cache served them; float32 inside, the model's dtype out.
+    ``warps`` a block (``WARPS``; 2 to 8), for the probes."""
     b, n_q, _, dim = queries.shape
     n_kv, width = keys.shape[1], keys.shape[2]
     chunks = num_chunks(b, n_kv, width)
-    template = [("T", queries.dtype), ("D", dim), ("G", n_q // n_kv), ("NW", WARPS),
-                ("TILE", TILE)]
+    template = [("T", queries.dtype), ("D", dim), ("G", n_q // n_kv), ("NW", warps),
+                ("TILE", TILE), ("KL", KEY_LOADS), ("VL", VALUE_LOADS)]
     launch = {"inputs": [queries, keys, values, scale_array(scale)], "template": template,
-              "grid": (32 * WARPS * chunks, n_kv, b), "threadgroup": (32 * WARPS, 1, 1)}
+              "grid": (32 * warps * chunks, n_kv, b), "threadgroup": (32 * warps, 1, 1)}
     if chunks == 1:
         return _kernel(False)(output_shapes=[(b, n_q, 1, dim)],
                               output_dtypes=[queries.dtype], **launch)[0]
