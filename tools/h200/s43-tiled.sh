@@ -34,4 +34,15 @@ case "$1" in
    timeout 200 python3 tools/h200/tiled_probe.py fast > $R/fast.log 2>&1
    echo "== fast: exit $?"; cat $R/fast.log; pack ;;
 4) gate cuda-fast matrices/cuda.toml 'fast/*' - 280 ;;
+5) # broken on purpose: the tiled kernel drops each row's newest key (an off-by-one)
+   B=/tmp/broken; rm -rf $B; mkdir -p $B; cp -r batchlab matrices $B/
+   sed -i 's|const bool ok = r < end;|const bool ok = r < end \&\& r != keys - 1;|' \
+     $B/batchlab/engine/kernels/grouped_decode_tiled.py
+   sed -i 's|batchlab_grouped_decode_tiled_|batchlab_broken_tiled_|' $B/batchlab/engine/kernels/grouped_decode_tiled.py
+   grep -c "r != keys - 1" $B/batchlab/engine/kernels/grouped_decode_tiled.py
+   (cd $B && PYTHONPATH=/tmp/site:$B BATCHLAB_GQA_TILED=1 timeout 200 python3 -m batchlab \
+     matrix run --matrix matrices/cuda.toml --live --repeat --filter 'fast/*' --jobs 8 \
+     --report $R/broken > $R/broken.log 2>&1)
+   echo "== broken: exit $?"; grep -E "cells passed|wall time" $R/broken.log
+   grep -E "FAIL" $R/broken.log | head -4; rm -f $R/broken/heatmap.png; pack ;;
 esac

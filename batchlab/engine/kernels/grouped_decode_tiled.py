@@ -36,10 +36,10 @@ import mlx.core as mx
 from batchlab.engine.kernels.decode_streams import NEG_INF_HEADER, scale_array
 from batchlab.engine.kernels.quantized_decode import combine_chunks
 
-WARPS = 4
+WARPS = 2  # the H200 timed 2, 4 and 8: 2 fastest at the bench shapes (s43)
 TILE = 32  # keys a warp scores at a time: one a lane
 TARGET_BLOCKS = 2048  # ~16 blocks of 4 warps an SM on the H200's 132
-MIN_CHUNK = 2 * WARPS * TILE  # keys: every warp gets at least two tiles of a chunk
+MIN_CHUNK = 256  # keys: no chunk under 256 (a few tiles a warp)
 KEY_LOADS = 4  # 16-byte loads of a key row in flight a lane (16 registers)
 VALUE_LOADS = 8  # value rows in flight a warp (8 x D / 32 elements a lane)
 LN2 = 0.6931471805599453  # partial maxima leave in natural-log units for combine_chunks
@@ -260,13 +260,14 @@ def num_chunks(rows: int, kv_heads: int, width: int) -> int:
 
 def tiled_decode_attention(  # not gated: gpu only
         queries: mx.array, keys: mx.array, values: mx.array, scale: float,
-        warps: int = WARPS) -> mx.array:
+        warps: int | None = None) -> mx.array:
     """softmax(q . K^T * scale) . V for one query per row, ``keys`` / ``values``
     ``(B, H_kv, N, D)`` as the cache served them; float32 inside, the model's dtype out.
     ``warps`` a block (``WARPS``; 2 to 8), for the probes."""
     b, n_q, _, dim = queries.shape
     n_kv, width = keys.shape[1], keys.shape[2]
     chunks = num_chunks(b, n_kv, width)
+    warps = warps or WARPS
     template = [("T", queries.dtype), ("D", dim), ("G", n_q // n_kv), ("NW", warps),
                 ("TILE", TILE), ("KL", KEY_LOADS), ("VL", VALUE_LOADS)]
     launch = {"inputs": [queries, keys, values, scale_array(scale)], "template": template,
