@@ -148,8 +148,9 @@ def main() -> int:
             if layout == "staged" and not pow2:
                 continue
             if layout == "tiled":
-                for partial in (False, True):  # at WARPS (the probe also times 2 and 8)
-                    consts = [("D", dim), ("G", group), ("NW", tiled.WARPS),
+                for warps, partial in ((w, p) for w in (tiled.WARPS, tiled.FEW_BLOCK_WARPS)
+                                       for p in (False, True)):
+                    consts = [("D", dim), ("G", group), ("NW", warps),
                               ("TILE", tiled.TILE), ("KL", tiled.KEY_LOADS),
                               ("VL", tiled.VALUE_LOADS)]
                     outputs = ("part_m", "part_l", "part_acc") if partial else ("out",)
@@ -158,7 +159,8 @@ def main() -> int:
                                ctype, consts, outputs)
                     ok, log, ptx = nv.ptx(src, opts)
                     total += 1
-                    tag = f"tiled  {dtype:8s} D={dim:3d} G={group} partial={int(partial)}"
+                    tag = (f"tiled  {dtype:8s} D={dim:3d} G={group} W={warps} "
+                           f"partial={int(partial)}")
                     if not ok:
                         failures += 1
                         print(f"{tag}: COMPILE FAILED\n{log[:3000]}", flush=True)

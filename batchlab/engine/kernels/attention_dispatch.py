@@ -14,7 +14,8 @@ another computation than that helper's on some backends:
   ``attends_packed`` only: mlx-lm's own QuantizedKVCache, which the serial oracle runs in
   the same process, keeps mlx-lm's helper;
 - the fast path's decode on CUDA, for caches that ``groups_decode``: one read of each KV
-  head for its query group (``grouped_decode.py``, MLX's bits) where MLX's fused kernel
+  head for its query group (``grouped_decode.py``: its own float order by default, MLX's
+  bits with ``BATCHLAB_GQA_TILED=0``) where MLX's fused kernel
   reads it once per query head, and from 256 keys in place of MLX's cuDNN decode, which
   does not repeat itself; calls the kernel does not take go to mlx-lm's helper.
 

@@ -1,5 +1,6 @@
-"""Decode attention that reads each KV head once for its query group, with MLX's bits
-(CUDA, ``fast``).
+"""Decode attention that reads each KV head once for its query group (CUDA, ``fast``): by
+default in its own float order (``grouped_decode_tiled.py``, ``TILED``), else with MLX's
+bits (the layouts below, ``BATCHLAB_GQA_TILED=0``).
 
 MLX's fused decode attention on CUDA (``kernel_sdpav_1pass`` in
 ``mlx/backend/cuda/scaled_dot_product_attention.cu``, mlx 0.32.4) runs a block of 32
@@ -54,8 +55,9 @@ choice, ``BATCHLAB_GQA_WARPS`` (4, 8 or 16) ``looped.warps_for``'s and
 ``BATCHLAB_GQA_SPLIT`` (0 or 1) ``looped.STAGE`` and ``looped.SPLIT``, for every call
 that names none (each read once at import; ``staged`` only where the group is a power
 of two, else ``simple``), so one session can time a layout against the default.
-``BATCHLAB_GQA_TILED=1`` sends the calls to ``grouped_decode_tiled.py`` instead: fast's
-own float order, not MLX's bits, for the issue-bound cost of MLX's per-key arithmetic.
+``BATCHLAB_GQA_TILED`` (0 or 1) replaces ``TILED``: whether the calls go to
+``grouped_decode_tiled.py`` (fast's own float order, not MLX's bits; the default, for the
+issue-bound cost of MLX's per-key arithmetic) or to these layouts.
 """
 
 from __future__ import annotations
@@ -169,9 +171,10 @@ FORCED_STAGE = _forced_stage()
 FORCED_WARPS = _forced_warps()
 FORCED_RING = _forced_ring()
 FORCED_TILED = _forced_tiled()
-# fast's own rounding (grouped_decode_tiled.py) in place of MLX's bits: opt-in until the
-# H200 gate and bench have judged it
-TILED = False
+# fast's own rounding (grouped_decode_tiled.py) in place of MLX's bits: as accurate, the
+# CUDA gate passed with it, and llama-3.1-8b's B=256 step is 0.93-0.96x the looped
+# kernel's (reports/bench/cuda-sm90/issue28-tiled/)
+TILED = True
 
 _SOURCE = """
     constexpr int VPT = D / 32;

@@ -1,4 +1,5 @@
-"""fast's decode attention with its own rounding (CUDA, opt-in: ``BATCHLAB_GQA_TILED=1``).
+"""fast's decode attention with its own rounding (CUDA, the default: ``grouped_decode.TILED``;
+``BATCHLAB_GQA_TILED=0`` gives MLX's bits back).
 
 The grouped kernel's layouts (``grouped_decode.py``) put every key through MLX's one-pass
 arithmetic, op for op, so fast's bits stay MLX's. That order costs about 150 instructions a
@@ -23,7 +24,10 @@ It is deterministic (a fixed order for every call shape), float32 throughout, an
 MLX's bits: fast on a GPU is judged by KL against the oracle already (unmasked against
 masked attention), and ``FAST_KL_GATE_GPU_16BIT`` holds this kernel to the same bound.
 It takes the calls ``grouped_decode.takes`` sends to the grouped kernel, and nothing on
-the CPU.
+the CPU. On the H200 (reports/bench/cuda-sm90/issue28-tiled/) its error against float32
+attention was MLX's own (``tiled_probe.py accuracy``), fast with it stayed within KL 4e-4
+of fast with the looped kernel, and a call at llama-3.1-8b's heads, B=256, 192 keys took
+~100 us against the looped kernel's ~145.
 """
 
 from __future__ import annotations
@@ -36,11 +40,17 @@ import mlx.core as mx
 from batchlab.engine.kernels.decode_streams import NEG_INF_HEADER, scale_array
 from batchlab.engine.kernels.quantized_decode import combine_chunks
 
-WARPS = 2  # the H200 timed 2, 4 and 8: 2 fastest at the bench shapes (s43)
+# Warps a block, by the blocks a call launches (tools/h200/tiled_sweep.py and
+# tiled_probe.py time on the H200, s43): one where rows x KV heads fill the device many
+# times over (B=256: 1, 2 and 4 timed, 1 the fastest), two below (B 1-64: 2 at or near
+# the best of 2, 4 and 8 at every shape timed).
+WARPS = 1
+FEW_BLOCK_WARPS = 2
+MANY_BLOCKS = 1024
 TILE = 32  # keys a warp scores at a time: one a lane
 TARGET_BLOCKS = 2048  # ~16 blocks of 4 warps an SM on the H200's 132
 MIN_CHUNK = 256  # keys: no chunk under 256 (a few tiles a warp)
-KEY_LOADS = 4  # 16-byte loads of a key row in flight a lane (16 registers)
+KEY_LOADS = 2  # 16-byte loads of a key row in flight a lane (16 registers)
 VALUE_LOADS = 8  # value rows in flight a warp (8 x D / 32 elements a lane)
 LN2 = 0.6931471805599453  # partial maxima leave in natural-log units for combine_chunks
 
@@ -258,16 +268,22 @@ def num_chunks(rows: int, kv_heads: int, width: int) -> int:
     return max(1, min(want, math.ceil(width / MIN_CHUNK)))
 
 
+def warps_for(rows: int, kv_heads: int) -> int:
+    """Warps a block: ``WARPS`` from ``MANY_BLOCKS`` (row, KV head) blocks, else
+    ``FEW_BLOCK_WARPS``."""
+    return WARPS if rows * kv_heads >= MANY_BLOCKS else FEW_BLOCK_WARPS
+
+
 def tiled_decode_attention(  # not gated: gpu only
         queries: mx.array, keys: mx.array, values: mx.array, scale: float,
         warps: int | None = None) -> mx.array:
     """softmax(q . K^T * scale) . V for one query per row, ``keys`` / ``values``
     ``(B, H_kv, N, D)`` as the cache served them; float32 inside, the model's dtype out.
-    ``warps`` a block (``WARPS``; 2 to 8), for the probes."""
+    ``warps`` a block (default ``warps_for``; 1 to 8), for the probes."""
     b, n_q, _, dim = queries.shape
     n_kv, width = keys.shape[1], keys.shape[2]
     chunks = num_chunks(b, n_kv, width)
-    warps = warps or WARPS
+    warps = warps or warps_for(b, n_kv)
     template = [("T", queries.dtype), ("D", dim), ("G", n_q // n_kv), ("NW", warps),
                 ("TILE", TILE), ("KL", KEY_LOADS), ("VL", VALUE_LOADS)]
     launch = {"inputs": [queries, keys, values, scale_array(scale)], "template": template,

@@ -12,10 +12,13 @@ Its decode forward keeps the hidden state flat, ``(B, D)``, on llama and qwen3 m
 models run the modules' forward, as all do with ``BATCHLAB_FAST_FLAT=0``.
 
 On CUDA it decodes unmasked steps with its own attention kernel, which reads each KV
-head once for its query group (``engine/kernels/grouped_decode.py``) where MLX's reads it
-once per query head, and puts every query head through MLX's kernel's float operations
-in MLX's order, so its output is MLX's bit for bit (``BATCHLAB_FAST_GQA=0`` switches it
-off).
+head once for its query group where MLX's reads it once per query head
+(``engine/kernels/grouped_decode.py``; ``BATCHLAB_FAST_GQA=0`` switches it off). By
+default that kernel has its own float order, a key a lane (``grouped_decode_tiled.py``),
+so fast's GPU bits are not MLX's; fast on a GPU is judged by KL against the oracle
+(``FAST_KL_GATE_GPU_16BIT``). ``BATCHLAB_GQA_TILED=0`` puts every query head through MLX's
+kernel's float operations in MLX's order instead, so the attention's output is MLX's bit
+for bit, at a longer step (docs/performance.md).
 
 A decode step of one row makes each layer's q/k/v and gate/up projections as one product
 each, weights concatenated once (``fused_projections.py``): that step is bound by the
