@@ -147,6 +147,7 @@ def main() -> int:
             pow2 = group & (group - 1) == 0
             if layout == "staged" and not pow2:
                 continue
+            compiles = []  # (tag, source) of each template combination
             if layout == "tiled":
                 for warps, partial in ((w, p) for w in (tiled.WARPS, tiled.FEW_BLOCK_WARPS)
                                        for p in (False, True)):
@@ -154,24 +155,14 @@ def main() -> int:
                               ("TILE", tiled.TILE), ("KL", tiled.KEY_LOADS),
                               ("VL", tiled.VALUE_LOADS)]
                     outputs = ("part_m", "part_l", "part_acc") if partial else ("out",)
-                    src = wrap("k_tiled", tiled.HEADER,
-                               tiled.SOURCE_PARTIAL if partial else tiled.SOURCE_ONE,
-                               ctype, consts, outputs)
-                    ok, log, ptx = nv.ptx(src, opts)
-                    total += 1
-                    tag = (f"tiled  {dtype:8s} D={dim:3d} G={group} W={warps} "
-                           f"partial={int(partial)}")
-                    if not ok:
-                        failures += 1
-                        print(f"{tag}: COMPILE FAILED\n{log[:3000]}", flush=True)
-                        continue
-                    usage = ptxas_usage(args.ptxas, ptx) if args.ptxas else "ptx ok"
-                    bad = bool(args.ptxas) and ("FAILED" in usage or not re.search(
-                        r"stack 0 spill 0/0", usage))
-                    spills += bad
-                    print(f"{tag}: {usage}{'  <-- SPILLS / STACK' if bad else ''}", flush=True)
-                continue
-            if layout == "looped":
+                    compiles.append((
+                        f"tiled  {dtype:8s} D={dim:3d} G={group} W={warps} "
+                        f"partial={int(partial)}",
+                        wrap("k_tiled", tiled.HEADER,
+                             tiled.SOURCE_PARTIAL if partial else tiled.SOURCE_ONE,
+                             ctype, consts, outputs)))
+                variants = []
+            elif layout == "looped":
                 warps_list = [int(x) for x in args.warps.split(",")]
                 def rings(w, group=group, dim=dim, size=size):
                     return sorted({looped.ring_slots(group, dim, size, w, int(r))
@@ -201,11 +192,13 @@ def main() -> int:
                 consts.append(("U", unroll))
                 if layout == "looped":
                     consts += [("P", prefetch), ("R", ring), ("S", 0), ("H", int(split))]
-                src = wrap(f"k_{layout}", header, source, ctype, consts)
+                compiles.append((
+                    f"{layout:6s} {dtype:8s} D={dim:3d} G={group} W={warps:2d} U={unroll} "
+                    f"P={prefetch} R={ring} H={int(split)} dyn-smem {shared:6d}",
+                    wrap(f"k_{layout}", header, source, ctype, consts)))
+            for tag, src in compiles:
                 ok, log, ptx = nv.ptx(src, opts)
                 total += 1
-                tag = (f"{layout:6s} {dtype:8s} D={dim:3d} G={group} W={warps:2d} U={unroll} "
-                       f"P={prefetch} R={ring} H={int(split)} dyn-smem {shared:6d}")
                 if not ok:
                     failures += 1
                     print(f"{tag}: COMPILE FAILED\n{log[:3000]}", flush=True)
