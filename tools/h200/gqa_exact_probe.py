@@ -65,6 +65,9 @@ import numpy as np
 
 from batchlab.engine.kernels import grouped_decode as gd
 
+# This probe checks the layouts that keep MLX's bits. The tiled kernel, fast's CUDA default
+# since the sixteenth round, has its own float order and its own probe (tiled_probe.py).
+gd.TILED = False
 SDPA = mx.fast.scaled_dot_product_attention
 BF, F16, F32 = mx.bfloat16, mx.float16, mx.float32
 # (name, query heads, KV heads, head dim, dtype, batches)

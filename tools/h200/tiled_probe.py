@@ -11,8 +11,8 @@ at most twice MLX's (plus 1e-6) on every call; ``TILED REPEAT yes`` where five c
 the same arrays gave the same bytes every time.
 
 Part ``time``: us a call, tiled (at its default warps a block, then 2 and 8) against the
-looped kernel (fast's default, MLX's bits) and MLX's attention, at the bench's shapes,
-then B = 1 / 4 / 64 over long contexts.
+looped kernel (MLX's bits, fast's default before the tiled one) and MLX's attention, at
+the bench's shapes, then B = 1 / 4 / 64 over long contexts.
 
 Part ``fast``: fast's scheduler at B = 256 on the 8B and 1B heads (three layers, random
 weights, greedy, rows ending over 300 steps, a ragged join), tiled against the looped

@@ -35,7 +35,8 @@ def main() -> None:
     totals = {}
     for warps, kl, vl in SETTINGS:
         tiled.KEY_LOADS, tiled.VALUE_LOADS = kl, vl
-        us = [timed(lambda q=q, k=k, v=v, sc=sc: tiled.tiled_decode_attention(q, k, v, sc, warps))
+        us = [timed(lambda q=q, k=k, v=v, sc=sc, w=warps:
+                    tiled.tiled_decode_attention(q, k, v, sc, w))
               for q, k, v, sc in arrays]
         totals[(warps, kl, vl)] = sum(us)
         print(f"{warps:5d} {kl:2d} {vl:2d}  " + "  ".join(f"{u:12.1f}" for u in us)
