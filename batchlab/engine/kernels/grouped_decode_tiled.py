@@ -48,9 +48,9 @@ WARPS = 1
 FEW_BLOCK_WARPS = 2
 MANY_BLOCKS = 1024
 TILE = 32  # keys a warp scores at a time: one a lane
-TARGET_BLOCKS = 2048  # ~16 blocks of 4 warps an SM on the H200's 132
+TARGET_BLOCKS = 2048  # where rows x KV heads are few, chunks until ~16 blocks an SM (132)
 MIN_CHUNK = 256  # keys: no chunk under 256 (a few tiles a warp)
-KEY_LOADS = 2  # 16-byte loads of a key row in flight a lane (16 registers)
+KEY_LOADS = 2  # 16-byte loads of a key row in flight a lane (4 registers each)
 VALUE_LOADS = 8  # value rows in flight a warp (8 x D / 32 elements a lane)
 LN2 = 0.6931471805599453  # partial maxima leave in natural-log units for combine_chunks
 
