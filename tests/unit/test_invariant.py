@@ -519,3 +519,18 @@ def test_a_row_with_logits_processors_decodes_by_the_row_kernel_too(monkeypatch)
     calls = _row_kernel_stand_in(monkeypatch)
     assert _run_blocked(monkeypatch, model, False, [], processors=penalty) == blocked
     assert len(calls) == (7 * len(model.layers) + 1) * 5 and set(calls) == {(3, 1)}
+
+
+def test_the_gqa_row_kernel_loads_one_key_at_a_time_unless_asked(monkeypatch):
+    from batchlab.engine.kernels import row_attention_gqa as gqa
+
+    monkeypatch.delenv(gqa.UNROLL_ENV, raising=False)
+    assert gqa.unroll() == 1  # the kernel the H200's invariant gate validated
+    monkeypatch.setenv(gqa.UNROLL_ENV, "4")
+    assert gqa.unroll() == 4
+    for bad in ("3", "on", "16"):
+        monkeypatch.setenv(gqa.UNROLL_ENV, bad)
+        with pytest.raises(ValueError, match="one of 1, 2, 4, 8"):
+            gqa.unroll()
+    # the loads move, not the arithmetic: keys in order w, w + NW, ... per warp
+    assert "r0 += NW * U" in gqa._SOURCE and "min(r0 + u * NW, n - 1)" in gqa._SOURCE

@@ -32,6 +32,7 @@ from batchlab.engine.kernels import grouped_decode as gd
 from batchlab.engine.kernels import grouped_decode_looped as looped
 from batchlab.engine.kernels import grouped_decode_staged as staged
 from batchlab.engine.kernels import grouped_decode_tiled as tiled
+from batchlab.engine.kernels import row_attention_gqa as row_gqa
 
 CUDA_TYPES = {"float16": ("__half", 2), "bfloat16": ("__nv_bfloat16", 2),
               "float32": ("float", 4)}
@@ -49,11 +50,16 @@ def find(pattern: str) -> str | None:
     return hits[0] if hits else None
 
 
+# each input's C type: the model's dtype, or these
+INPUT_TYPES = {"scale": "float", "first_keys": "int", "sinks": "float"}
+
+
 def wrap(name: str, header: str, source: str, ctype: str,
-         consts: list[tuple[str, int]], outputs: tuple[str, ...] = ("out",)) -> str:
+         consts: list[tuple[str, int]], outputs: tuple[str, ...] = ("out",),
+         inputs: tuple[str, ...] = ("q", "k", "v", "scale")) -> str:
     params = []
-    for arg in ("q", "k", "v", "scale"):
-        params.append(f"const {ctype if arg != 'scale' else 'float'}* {arg}")
+    for arg in inputs:
+        params.append(f"const {INPUT_TYPES.get(arg, ctype)}* {arg}")
         if f"{arg}_shape" in source:
             params.append(f"const __grid_constant__ Shape {arg}_shape")
         if f"{arg}_strides" in source:
@@ -120,7 +126,8 @@ def combos():
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--layouts", default="simple,staged,looped,tiled")
+    ap.add_argument("--layouts", default="simple,staged,looped,tiled,row-gqa",
+                    help="row-gqa: the invariant path's GQA row kernel, at each unroll")
     ap.add_argument("--nvrtc", default=find("/tmp/nvrtc/lib/python3*/site-packages/nvidia/"
                                             "cuda_nvrtc/lib/libnvrtc.so.12"))
     ap.add_argument("--include", default=find("/tmp/nvrtc/lib/python3*/site-packages/nvidia/"
@@ -161,6 +168,20 @@ def main() -> int:
                         wrap("k_tiled", tiled.HEADER,
                              tiled.SOURCE_PARTIAL if partial else tiled.SOURCE_ONE,
                              ctype, consts, outputs)))
+                variants = []
+            elif layout == "row-gqa":
+                for keys_ahead, sinks in ((u, h) for u in row_gqa.UNROLL_CHOICES
+                                          for h in (0, 1)):
+                    maxd = 32 * -(-dim // 32)
+                    if group < 2 or not row_gqa.fits(group * 2, 2, maxd):
+                        continue
+                    consts = [("MAXD", maxd), ("NW", row_gqa.WARPS), ("G", group),
+                              ("HAS_SINKS", sinks), ("U", keys_ahead)]
+                    compiles.append((
+                        f"row-gqa {dtype:8s} D={dim:3d} G={group} U={keys_ahead} "
+                        f"sinks={sinks}",
+                        wrap("k_row_gqa", row_gqa._HEADER, row_gqa._SOURCE, ctype, consts,
+                             inputs=("q", "k", "v", "first_keys", "scale", "sinks"))))
                 variants = []
             elif layout == "looped":
                 warps_list = [int(x) for x in args.warps.split(",")]

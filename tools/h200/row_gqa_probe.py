@@ -6,19 +6,23 @@ heads over 8 KV heads, head dim 64; llama-3.1-8b: 32 over 8, dim 128), B = 1, 64
 (the batch padded to a multiple of 64 query rows, as the invariant path runs it), keys
 in a 512-column buffer with each row's own left padding (real keys 129..256). Prints,
 per shape, whether the outputs are equal bit for bit and each kernel's time (median of
-7 rounds of 24 launches); the last line is ``GQA IDENTICAL yes`` or ``no``.
+7 rounds of 24 launches), then the GQA kernel with 2, 4 and 8 keys loaded ahead a warp
+(``BATCHLAB_ROW_ATTENTION_UNROLL``), which must keep the same bits; the last line is
+``GQA IDENTICAL yes`` or ``no``.
 
     PYTHONPATH=/tmp/site:$PWD python3 tools/h200/row_gqa_probe.py
 """
 
 from __future__ import annotations
 
+import os
 import statistics
 import time
 
 import mlx.core as mx
 
 from batchlab.engine.kernels import row_attention as ra
+from batchlab.engine.kernels import row_attention_gqa as gqa
 
 SHAPES = {"llama-3.2-1b": (32, 8, 64), "llama-3.1-8b": (32, 8, 128)}
 WIDTH = 512
@@ -49,12 +53,22 @@ def one(name: str, hq: int, hkv: int, hd: int, b: int) -> bool:
         ra.GQA = gqa
         return ra.row_attention(q, kk, vv, first, scale)
 
-    same = mx.array_equal(run(False), run(True)).item()
+    plain = run(False)
+    same = mx.array_equal(plain, run(True)).item()
     t_plain, t_gqa = timed(lambda: run(False)), timed(lambda: run(True))
     keys = width - float(first.astype(mx.float32).mean().item())
     kv_mb = 2 * b * hkv * keys * hd * 2 / 1e6
+    ahead = []
+    for u in gqa.UNROLL_CHOICES[1:]:  # keys loaded ahead: the same bits, one time each
+        os.environ[gqa.UNROLL_ENV] = str(u)
+        equal = mx.array_equal(plain, run(True)).item()
+        same &= equal
+        ahead.append(f"U={u} {timed(lambda: run(True)) * 1e6:.1f} us"
+                     + ("" if equal else " DIFFERS"))
+    os.environ.pop(gqa.UNROLL_ENV)
     print(f"{name} B={b}: identical={same}  per-head {t_plain * 1e6:.1f} us  "
-          f"gqa {t_gqa * 1e6:.1f} us  (KV {kv_mb:.1f} MB per layer)", flush=True)
+          f"gqa {t_gqa * 1e6:.1f} us  {'  '.join(ahead)}  (KV {kv_mb:.1f} MB per layer)",
+          flush=True)
     return same
 
 

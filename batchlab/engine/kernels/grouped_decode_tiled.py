@@ -261,14 +261,14 @@ def _kernel(partial: bool):  # not gated: gpu only
         ensure_row_contiguous=False)
 
 
-def num_chunks(rows: int, kv_heads: int, width: int) -> int:
+def num_chunks(rows: int, kv_heads: int, width: int) -> int:  # not gated: gpu only
     """Chunks of keys per (row, KV head): enough blocks to fill the device, none under
     ``MIN_CHUNK`` keys; one wherever the rows and heads fill it alone (no second launch)."""
     want = math.ceil(TARGET_BLOCKS / max(1, rows * kv_heads))
     return max(1, min(want, math.ceil(width / MIN_CHUNK)))
 
 
-def warps_for(rows: int, kv_heads: int) -> int:
+def warps_for(rows: int, kv_heads: int) -> int:  # not gated: gpu only
     """Warps a block: ``WARPS`` from ``MANY_BLOCKS`` (row, KV head) blocks, else
     ``FEW_BLOCK_WARPS``."""
     return WARPS if rows * kv_heads >= MANY_BLOCKS else FEW_BLOCK_WARPS

@@ -16,6 +16,7 @@ It runs where its warp partials fit the shared memory (``fits``), else the per-h
 from __future__ import annotations
 
 import functools
+import os
 
 import mlx.core as mx
 
@@ -23,6 +24,12 @@ import mlx.core as mx
 # equal): warp w takes keys w, w + 4, ..., part of the reduction order both share
 WARPS = 4
 MAX_SHARED_FLOATS = 8192  # warp partials: NW x G x MAXD floats (32 KB) at most
+# Keys (and values) a warp loads before their arithmetic. 1 is the kernel the H200 gate
+# validated; more keeps every float operation and its order (only where the loads sit
+# moves), for the latency of one load at a time: not yet timed or run on the H200
+# (tools/h200/row_gqa_probe.py times it), so opt-in (BATCHLAB_ROW_ATTENTION_UNROLL).
+UNROLL_ENV = "BATCHLAB_ROW_ATTENTION_UNROLL"
+UNROLL_CHOICES = (1, 2, 4, 8)
 
 _SOURCE = """
     const int b = blockIdx.z;
@@ -63,32 +70,42 @@ _SOURCE = """
     }
     const T* kb = k + b * k_strides[0] + g * k_strides[1];
     const T* vb = v + b * v_strides[0] + g * v_strides[1];
-    for (int r = warp; r < n; r += NW) {
-        const T* kp = kb + (first + r) * k_strides[2];
-        const T* vp = vb + (first + r) * v_strides[2];
-        float kv[PER_LANE];
-        float vv[PER_LANE];
-        for (int i = 0; i < PER_LANE; ++i) {
-            int d = lane + 32 * i;
-            kv[i] = d < dk ? static_cast<float>(kp[d * k_strides[3]]) : 0.0f;
-            vv[i] = d < dv ? static_cast<float>(vp[d * v_strides[3]]) : 0.0f;
+    // U keys and values loaded before their arithmetic (U = 1: one at a time): a warp
+    // still takes its keys w, w + NW, ... in order, so the float operations are the same
+    for (int r0 = warp; r0 < n; r0 += NW * U) {
+        float kv[U][PER_LANE];
+        float vv[U][PER_LANE];
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+            const int r = min(r0 + u * NW, n - 1);  // past the row's keys: unused
+            const T* kp = kb + (first + r) * k_strides[2];
+            const T* vp = vb + (first + r) * v_strides[2];
+            for (int i = 0; i < PER_LANE; ++i) {
+                int d = lane + 32 * i;
+                kv[u][i] = d < dk ? static_cast<float>(kp[d * k_strides[3]]) : 0.0f;
+                vv[u][i] = d < dv ? static_cast<float>(vp[d * v_strides[3]]) : 0.0f;
+            }
         }
-        for (int j = 0; j < G; ++j) {
-            float s = 0.0f;
-            for (int i = 0; i < PER_LANE; ++i) {
-                int d = lane + 32 * i;
-                if (d < dk) s += qv[j][i] * kv[i];
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+            if (r0 + u * NW >= n) break;  // uniform over the warp
+            for (int j = 0; j < G; ++j) {
+                float s = 0.0f;
+                for (int i = 0; i < PER_LANE; ++i) {
+                    int d = lane + 32 * i;
+                    if (d < dk) s += qv[j][i] * kv[u][i];
+                }
+                for (int off = 16; off > 0; off >>= 1) s += __shfl_xor_sync(0xffffffff, s, off);
+                float m_new = fmaxf(m[j], s);
+                float corr = expf(m[j] - m_new);
+                float p = expf(s - m_new);
+                l[j] = l[j] * corr + p;
+                for (int i = 0; i < PER_LANE; ++i) {
+                    int d = lane + 32 * i;
+                    if (d < dv) acc[j][i] = acc[j][i] * corr + p * vv[u][i];
+                }
+                m[j] = m_new;
             }
-            for (int off = 16; off > 0; off >>= 1) s += __shfl_xor_sync(0xffffffff, s, off);
-            float m_new = fmaxf(m[j], s);
-            float corr = expf(m[j] - m_new);
-            float p = expf(s - m_new);
-            l[j] = l[j] * corr + p;
-            for (int i = 0; i < PER_LANE; ++i) {
-                int d = lane + 32 * i;
-                if (d < dv) acc[j][i] = acc[j][i] * corr + p * vv[i];
-            }
-            m[j] = m_new;
         }
     }
     __shared__ float warp_m[NW][G];
@@ -139,12 +156,22 @@ def _kernel():  # not gated: gpu only
         source=_SOURCE, header=_HEADER, ensure_row_contiguous=False)
 
 
+def unroll() -> int:  # not gated: gpu only
+    """``BATCHLAB_ROW_ATTENTION_UNROLL`` (1, 2, 4 or 8; default 1), checked."""
+    name = os.environ.get(UNROLL_ENV, "").strip() or "1"
+    if not name.isdigit() or int(name) not in UNROLL_CHOICES:
+        raise ValueError(f"{UNROLL_ENV}={name!r}: one of {', '.join(map(str, UNROLL_CHOICES))}")
+    return int(name)
+
+
 def gqa_row_attention(inputs: list, dtype, n_rows: int, n_q_heads: int, n_kv_heads: int,
-                      dv: int, maxd: int, with_sinks: bool) -> mx.array:  # not gated: gpu only
-    """The kernel over ``row_attention``'s inputs (q, k, v, first_keys, scale, sinks)."""
+                      dv: int, maxd: int, with_sinks: bool,
+                      keys_ahead: int | None = None) -> mx.array:  # not gated: gpu only
+    """The kernel over ``row_attention``'s inputs (q, k, v, first_keys, scale, sinks);
+    ``keys_ahead`` a warp loads (default ``unroll()``), for the probes."""
     return _kernel()(
         inputs=inputs,
         template=[("T", dtype), ("MAXD", maxd), ("NW", WARPS), ("G", n_q_heads // n_kv_heads),
-                  ("HAS_SINKS", with_sinks)],
+                  ("HAS_SINKS", with_sinks), ("U", keys_ahead or unroll())],
         grid=(32 * WARPS, n_kv_heads, n_rows), threadgroup=(32 * WARPS, 1, 1),
         output_shapes=[(n_rows, n_q_heads, 1, dv)], output_dtypes=[dtype])[0]
