@@ -526,6 +526,7 @@ def test_the_gqa_row_kernel_loads_one_key_at_a_time_unless_asked(monkeypatch):
 
     monkeypatch.delenv(gqa.UNROLL_ENV, raising=False)
     assert gqa.unroll() == 1  # the kernel the H200's invariant gate validated
+    assert gqa.KEYS_AHEAD == 1  # read once, at import
     monkeypatch.setenv(gqa.UNROLL_ENV, "4")
     assert gqa.unroll() == 4
     for bad in ("3", "on", "16"):

@@ -7,7 +7,7 @@ heads over 8 KV heads, head dim 64; llama-3.1-8b: 32 over 8, dim 128), B = 1, 64
 in a 512-column buffer with each row's own left padding (real keys 129..256). Prints,
 per shape, whether the outputs are equal bit for bit and each kernel's time (median of
 7 rounds of 24 launches), then the GQA kernel with 2, 4 and 8 keys loaded ahead a warp
-(``BATCHLAB_ROW_ATTENTION_UNROLL``), which must keep the same bits; the last line is
+(``row_attention_gqa.KEYS_AHEAD``), which must keep the same bits; the last line is
 ``GQA IDENTICAL yes`` or ``no``.
 
     PYTHONPATH=/tmp/site:$PWD python3 tools/h200/row_gqa_probe.py
@@ -15,7 +15,6 @@ per shape, whether the outputs are equal bit for bit and each kernel's time (med
 
 from __future__ import annotations
 
-import os
 import statistics
 import time
 
@@ -60,12 +59,12 @@ def one(name: str, hq: int, hkv: int, hd: int, b: int) -> bool:
     kv_mb = 2 * b * hkv * keys * hd * 2 / 1e6
     ahead = []
     for u in gqa.UNROLL_CHOICES[1:]:  # keys loaded ahead: the same bits, one time each
-        os.environ[gqa.UNROLL_ENV] = str(u)
+        gqa.KEYS_AHEAD = u
         equal = mx.array_equal(plain, run(True)).item()
         same &= equal
         ahead.append(f"U={u} {timed(lambda: run(True)) * 1e6:.1f} us"
                      + ("" if equal else " DIFFERS"))
-    os.environ.pop(gqa.UNROLL_ENV)
+    gqa.KEYS_AHEAD = 1
     print(f"{name} B={b}: identical={same}  per-head {t_plain * 1e6:.1f} us  "
           f"gqa {t_gqa * 1e6:.1f} us  {'  '.join(ahead)}  (KV {kv_mb:.1f} MB per layer)",
           flush=True)

@@ -27,7 +27,8 @@ MAX_SHARED_FLOATS = 8192  # warp partials: NW x G x MAXD floats (32 KB) at most
 # Keys (and values) a warp loads before their arithmetic. 1 is the kernel the H200 gate
 # validated; more keeps every float operation and its order (only where the loads sit
 # moves), for the latency of one load at a time: not yet timed or run on the H200
-# (tools/h200/row_gqa_probe.py times it), so opt-in (BATCHLAB_ROW_ATTENTION_UNROLL).
+# (tools/h200/row_gqa_probe.py times it), so opt-in (BATCHLAB_ROW_ATTENTION_UNROLL, read
+# once at import into KEYS_AHEAD, as the other kernel switches are: not per layer call).
 UNROLL_ENV = "BATCHLAB_ROW_ATTENTION_UNROLL"
 UNROLL_CHOICES = (1, 2, 4, 8)
 
@@ -156,22 +157,25 @@ def _kernel():  # not gated: gpu only
         source=_SOURCE, header=_HEADER, ensure_row_contiguous=False)
 
 
-def unroll() -> int:  # not gated: gpu only
+def unroll() -> int:
     """``BATCHLAB_ROW_ATTENTION_UNROLL`` (1, 2, 4 or 8; default 1), checked."""
     name = os.environ.get(UNROLL_ENV, "").strip() or "1"
-    if not name.isdigit() or int(name) not in UNROLL_CHOICES:
+    if not name.isdigit() or int(name) not in UNROLL_CHOICES:  # not gated: gpu only
         raise ValueError(f"{UNROLL_ENV}={name!r}: one of {', '.join(map(str, UNROLL_CHOICES))}")
     return int(name)
+
+
+KEYS_AHEAD = unroll()
 
 
 def gqa_row_attention(inputs: list, dtype, n_rows: int, n_q_heads: int, n_kv_heads: int,
                       dv: int, maxd: int, with_sinks: bool,
                       keys_ahead: int | None = None) -> mx.array:  # not gated: gpu only
     """The kernel over ``row_attention``'s inputs (q, k, v, first_keys, scale, sinks);
-    ``keys_ahead`` a warp loads (default ``unroll()``), for the probes."""
+    ``keys_ahead`` a warp loads (default ``KEYS_AHEAD``), for the probes."""
     return _kernel()(
         inputs=inputs,
         template=[("T", dtype), ("MAXD", maxd), ("NW", WARPS), ("G", n_q_heads // n_kv_heads),
-                  ("HAS_SINKS", with_sinks), ("U", keys_ahead or unroll())],
+                  ("HAS_SINKS", with_sinks), ("U", keys_ahead or KEYS_AHEAD)],
         grid=(32 * WARPS, n_kv_heads, n_rows), threadgroup=(32 * WARPS, 1, 1),
         output_shapes=[(n_rows, n_q_heads, 1, dv)], output_dtypes=[dtype])[0]
