@@ -28,6 +28,9 @@ on CUDA (``BATCHLAB_FAST_ONE_ROW=1``), where fewer kernels have not yet made a s
 shorter (docs/performance.md); ``BATCHLAB_FAST_ONE_ROW=0`` switches it off.
 ``BATCHLAB_FAST_FUSE=1`` adds one q/k/v GEMM from ``FUSE_MIN_ROWS`` rows on CUDA; a wider
 GEMM rounds otherwise, so it is off by default (docs/performance.md).
+``BATCHLAB_FAST_CHAIN=1`` (CUDA) makes a step of one row four kernels a layer, each
+product with the vector ops around it (``chain_decode.py``, ``kernels/row_chain.py``):
+another summing order, judged by the same KL gate; opt-in until the H200 shows it.
 ``BATCHLAB_FAST_PRETRANSPOSE=1`` runs a clone of the model whose projections keep ``W.T``
 made once (``pretransposed.py``: one node fewer per projection, the same operands and
 kernel); opt-in until an H200 run shows its bits unchanged (``pretranspose_probe.py``).
@@ -53,7 +56,7 @@ from batchlab.engine.core.factory import BatchCaches
 from batchlab.engine.core.sampler import GREEDY, SamplingParams
 from batchlab.engine.core.scheduler import Scheduler, log_softmax
 from batchlab.engine.kernels.attention_dispatch import install_dispatch
-from batchlab.engine.paths import flat_decode
+from batchlab.engine.paths import chain_decode, flat_decode
 from batchlab.engine.paths.fused_projections import (
     ONE_ROW_GROUPS,
     QKV,
@@ -63,6 +66,7 @@ from batchlab.engine.paths.fused_projections import (
 )
 from batchlab.engine.paths.pretransposed import PRETRANSPOSE_ENV, pretransposed_model
 
+CHAIN_ENV = "BATCHLAB_FAST_CHAIN"  # one row's layer as four kernels (chain_decode.py)
 FUSE_MIN_ROWS = 64  # BATCHLAB_FAST_FUSE=1's q/k/v GEMM: a wide one fills the device
 
 
@@ -107,9 +111,15 @@ class FastScheduler(Scheduler):
         if on_cuda() and _switched_on("BATCHLAB_FAST_GQA", default="1"):  # not gated: gpu only
             install_dispatch()
             self.caches = BatchCaches(kv_class=GroupedDecodeKV)
+        self._chain = None
+        if (on_cuda() and _switched_on(CHAIN_ENV)
+                and chain_decode.unsupported_reason(self.model) is None):  # not gated: gpu only
+            self._chain = chain_decode.RowChain(self.model)
 
     def _decode_logprobs(self, inputs: mx.array, caches: list) -> mx.array:
         rows = inputs.shape[0]
+        if rows == 1 and self._chain is not None:  # not gated: gpu only
+            return log_softmax(self._chain.logits(inputs, caches))
         if rows == 1 and self._fuse_one_row:
             with fused(ONE_ROW_GROUPS, biased=False):
                 return self._unfused_decode_logprobs(inputs, caches)
