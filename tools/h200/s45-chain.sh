@@ -3,11 +3,13 @@
 #   1. chain_probe.py kernels / time / fast: each kernel against float32 and against MLX's
 #      ops, their time, and fast at B=1 with the chain against fast without it; then
 #      llama-3.2-1b B=1 benches, the chain on / off interleaved (generate_step in each);
-#   2. the CUDA gate's fast cells at B=1 with the chain, --live --repeat; qwen3-0.6b and
+#   2. what a cuda_kernel call costs the host (kernel_call_cost.py), bench profile of the
+#      step with the chain on and off; the CUDA gate's fast cells at B=1 with the chain, --live --repeat; qwen3-0.6b and
 #      llama-3.1-8b B=1 benches; Nsight over one 1B B=1 step with the chain;
 #   3. s44-next.sh's first and fourth parts (the new small-B tiled cells; item 1's GQA
 #      row kernel with keys loaded ahead, and invariant against l1 at 8B B=256).
-# Run as: bash tools/h200/s45-chain.sh 1|2|3 (after staging; bench-lib's environment)
+#   4. the CUDA gate's fast cells at B=1 with the chain; 8B B=1; Nsight (split from 2)
+# Run as: bash tools/h200/s45-chain.sh 1|2|3|4 (after staging; bench-lib's environment)
 set -u
 R=$OUT/c$1 TAG=c$1
 source tools/h200/bench-lib.sh
@@ -19,13 +21,21 @@ case "$1" in
    bench 1b-chain BATCHLAB_FAST_CHAIN=1 llama-3.2-1b 1 fast 3 150
    bench 1b-plain BATCHLAB_FAST_CHAIN=0 llama-3.2-1b 1 fast 3 150
    bench 1b-chain2 BATCHLAB_FAST_CHAIN=1 llama-3.2-1b 1 fast 3 150 ;;
-2) BATCHLAB_FAST_CHAIN=1 timeout 280 python3 -m batchlab matrix run --matrix matrices/cuda.toml \
+2) timeout 120 python3 tools/h200/kernel_call_cost.py > $R/call-cost.log 2>&1
+   echo "== kernel_call_cost: exit $?"; cat $R/call-cost.log
+   for f in 1 0; do
+     BATCHLAB_FAST_CHAIN=$f timeout 120 python3 -m batchlab bench profile --model llama-3.2-1b \
+       --batch 1 --prompt-len 128 --gen-len 128 --paths fast --repeats 3 --out $R/prof-$f \
+       > $R/prof-$f.log 2>&1
+     echo "== profile chain=$f: exit $?"; grep -E "^\| 1 \|" $R/prof-$f.log
+   done; pack
+   bench q06-chain BATCHLAB_FAST_CHAIN=1 qwen3-0.6b 1 fast 3 150
+   bench q06-plain BATCHLAB_FAST_CHAIN=0 qwen3-0.6b 1 fast 3 150 ;;
+4) BATCHLAB_FAST_CHAIN=1 timeout 280 python3 -m batchlab matrix run --matrix matrices/cuda.toml \
      --live --repeat --filter 'fast/*/B1/*' --jobs 8 --report $R/gate-b1 > $R/gate-b1.log 2>&1
    echo "== gate fast B=1 with the chain: exit $?"
    grep -E "cells passed|FAIL|not repeatable" $R/gate-b1.log | head -12
    rm -f $R/gate-b1/heatmap.png; pack
-   bench q06-chain BATCHLAB_FAST_CHAIN=1 qwen3-0.6b 1 fast 3 150
-   bench q06-plain BATCHLAB_FAST_CHAIN=0 qwen3-0.6b 1 fast 3 150
    bench 8b-chain BATCHLAB_FAST_CHAIN=1 llama-3.1-8b 1 fast 3 200
    ncu_step 1b-chain BATCHLAB_FAST_CHAIN=1 llama-3.2-1b 1 fast 2 200 ;;
 3) bash tools/h200/s44-next.sh 1; bash tools/h200/s44-next.sh 4 ;;
