@@ -4,11 +4,11 @@
 #      ops, their time, and fast at B=1 with the chain against fast without it; then
 #      llama-3.2-1b B=1 benches, the chain on / off interleaved (generate_step in each);
 #   2. what a cuda_kernel call costs the host (kernel_call_cost.py), bench profile of the
-#      step with the chain on and off; the CUDA gate's fast cells at B=1 with the chain, --live --repeat; qwen3-0.6b and
-#      llama-3.1-8b B=1 benches; Nsight over one 1B B=1 step with the chain;
+#      1B step with the chain on and off, qwen3-0.6b B=1 benches on and off;
 #   3. s44-next.sh's first and fourth parts (the new small-B tiled cells; item 1's GQA
 #      row kernel with keys loaded ahead, and invariant against l1 at 8B B=256).
-#   4. the CUDA gate's fast cells at B=1 with the chain; 8B B=1; Nsight (split from 2)
+#   4. the CUDA gate's fast cells at B=1 with the chain, --live --repeat; llama-3.1-8b B=1
+#      with the chain; Nsight over one 1B B=1 step with the chain.
 # Run as: bash tools/h200/s45-chain.sh 1|2|3|4 (after staging; bench-lib's environment)
 set -u
 R=$OUT/c$1 TAG=c$1
