@@ -5,7 +5,8 @@ pipelined loop as the bench), and during the decode window only three hooks spli
 wall time of a step:
 
     forward build  inside the model's ``__call__`` (or ``fast``'s flat forward,
-                   ``flat_decode.flat_logits``): Python walking the modules and
+                   ``flat_decode.flat_logits``, or its one-row chain,
+                   ``chain_decode.RowChain.logits``): Python walking the modules and
                    recording lazy ops (no device work happens there)
     submit         inside ``mx.async_eval`` / ``mx.eval``: MLX encoding the graph and
                    launching its kernels (``mx.eval`` also waits for them)
@@ -17,7 +18,8 @@ its ``device wait`` is the device time the host did not hide, and its step the
 unpipelined cost. When build + submit + rest (host) is close to the pipelined step,
 the step is bound by the host, and kernels that run faster would not shorten it.
 
-The hooks patch ``type(model).__call__``, ``flat_decode.flat_logits`` and
+The hooks patch ``type(model).__call__``, ``flat_decode.flat_logits``,
+``chain_decode.RowChain.logits`` and
 ``mlx.core.async_eval`` / ``eval`` for the window and restore them after; mlx-lm's loops
 and the engine look them up at call time. Each hook is a plain call around the
 original, a few per step.
@@ -37,7 +39,7 @@ from mlx import nn
 
 from batchlab.bench.engines import Driver, engines_at, sync
 from batchlab.bench.measure import BenchSpec, gc_paused, interleaved
-from batchlab.engine.paths import flat_decode
+from batchlab.engine.paths import chain_decode, flat_decode
 
 
 @dataclass(slots=True)
@@ -53,7 +55,7 @@ class _Clock:
 def timing_hooks(model: nn.Module, clock: _Clock, sync_after_submit: bool) -> Iterator[None]:
     cls = type(model)
     forward, async_eval, eval_ = cls.__call__, mx.async_eval, mx.eval
-    flat = flat_decode.flat_logits
+    flat, chain = flat_decode.flat_logits, chain_decode.RowChain.logits
 
     def built(fn):
         def timed_build(*args, **kwargs):
@@ -74,11 +76,13 @@ def timing_hooks(model: nn.Module, clock: _Clock, sync_after_submit: bool) -> It
             clock.wait += time.perf_counter() - submitted
 
     cls.__call__, flat_decode.flat_logits = built(forward), built(flat)
+    chain_decode.RowChain.logits = built(chain)
     mx.async_eval, mx.eval = partial(timed, async_eval), partial(timed, eval_)
     try:
         yield
     finally:
         cls.__call__, flat_decode.flat_logits = forward, flat
+        chain_decode.RowChain.logits = chain
         mx.async_eval, mx.eval = async_eval, eval_
 
 

@@ -280,6 +280,24 @@ def test_profile_hooks_are_restored_when_the_window_raises():
     assert clock.submit > 0 and clock.wait >= 0 and clock.build == 0
 
 
+def test_profile_counts_fasts_one_row_chain_as_forward_build(monkeypatch):
+    import time
+
+    from batchlab.bench.profile import _Clock, timing_hooks
+    from batchlab.engine.paths import chain_decode
+
+    def slow_logits(self, tokens, caches):
+        time.sleep(0.002)
+        return "logits"
+
+    monkeypatch.setattr(chain_decode.RowChain, "logits", slow_logits)
+    clock = _Clock()
+    with timing_hooks(load("llama").model, clock, sync_after_submit=False):
+        assert chain_decode.RowChain.logits(None, None, None) == "logits"
+    assert clock.build >= 0.002
+    assert chain_decode.RowChain.logits is slow_logits
+
+
 def test_a_path_beside_l1_shows_its_time_and_prefill_over_l1s():
     """Where l1 ran beside another path, the table gives that path's step time over l1's
     and its prefill tok/s over l1's at each B, from the medians (issue 28's H200 run:

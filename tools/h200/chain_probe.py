@@ -17,7 +17,10 @@ random weights, greedy, 300 steps, a ragged join halfway so the row that is left
 padded and masked), the chain against fast without it: the share of equal top-1 tokens,
 the largest KL while the tokens agree, and the chain run twice (``CHAIN FAST REPEAT``).
 
-    PYTHONPATH=/tmp/site:$PWD python3 tools/h200/chain_probe.py [kernels|time|fast|all]
+Part ``slices`` (not in ``all``; for Nsight Compute, s45-chain.sh 5): each kernel at every
+slice count, five calls each.
+
+    PYTHONPATH=/tmp/site:$PWD python3 tools/h200/chain_probe.py [kernels|time|fast|slices|all]
 """
 
 from __future__ import annotations
@@ -75,7 +78,7 @@ def references(layer, h, a, h2, act, rope: bool, offset: int, cast) -> dict:
 
 def chain_outputs(chain, layer, h, a, h2, act, rope: bool, offset: mx.array) -> dict:
     attn, mlp = layer.self_attn, layer.mlp
-    shape = chain.shapes[0]
+    shape = chain.layers[0]
     q, k, v = rc.norm_qkv(h, layer.input_layernorm.weight, shape.input_eps,
                           attn.q_proj.weight, attn.k_proj.weight, attn.v_proj.weight,
                           shape.heads, offset, chain.inv_freq if rope else None)
@@ -99,7 +102,7 @@ def kernels_part() -> bool:
         model, layer, h = layer_inputs(name)
         chain = RowChain(model)
         rope = chain.inv_freq is not None
-        n_q, _, dim = chain.shapes[0].heads
+        n_q, _, dim = chain.layers[0].heads
         width = layer.mlp.gate_proj.weight.shape[0]
         a = mx.random.normal((1, n_q * dim)).astype(h.dtype)
         h2 = (mx.random.normal(h.shape) * 2.0).astype(h.dtype)
@@ -138,7 +141,7 @@ def time_shape(name: str) -> None:
     model, layer, h = layer_inputs(name)
     chain = RowChain(model)
     attn, mlp = layer.self_attn, layer.mlp
-    shape = chain.shapes[0]
+    shape = chain.layers[0]
     n_q, n_kv, dim = shape.heads
     offset = mx.array([77], dtype=mx.int32)
     a = mx.random.normal((1, n_q * dim)).astype(h.dtype)
@@ -174,6 +177,40 @@ def time_shape(name: str) -> None:
         gbytes = out_rows * k * h.dtype.size / 1e9
         print(f"{name:16s} {label:14s} chain {t_ours:7.1f} us ({gbytes / t_ours * 1e3:5.2f}"
               f" TB/s)  MLX ops {t_mlx:7.1f} us", flush=True)
+
+
+def slices_part() -> bool:
+    """Each kernel at every slice count (S warps a pair of rows), five calls each, for
+    Nsight Compute to time (the kernel's name carries its template arguments)."""
+    for name in ("llama-3.2-1b@L1", "qwen3-0.6b@L1"):
+        slices_shape(name)
+    return True
+
+
+def slices_shape(name: str) -> None:
+    from batchlab.engine.paths.chain_decode import RowChain
+
+    model, layer, h = layer_inputs(name)
+    lay = RowChain(model).layers[0]
+    act = mx.random.normal((1, lay.w_gate.shape[0])).astype(h.dtype)
+    a = mx.random.normal((1, lay.wo.shape[1])).astype(h.dtype)
+    offset = mx.array([77], dtype=mx.int32)
+    inv = rc.rope_inverse_frequencies(lay.attn.rope)
+    calls = (("norm_qkv", h.shape[1], lambda s: rc.norm_qkv(
+                 h, lay.input_norm, lay.input_eps, lay.wq, lay.wk, lay.wv, lay.heads,
+                 offset, inv, slices=s)),
+             ("o", a.shape[1], lambda s: rc.residual_product(h, lay.wo, a, slices=s)),
+             ("norm_swiglu", h.shape[1], lambda s: rc.norm_swiglu(
+                 h, lay.post_norm, lay.post_eps, lay.w_gate, lay.w_up, slices=s)),
+             ("down", act.shape[1], lambda s: rc.residual_product(h, lay.w_down, act,
+                                                                   slices=s)))
+    for label, k, call in calls:
+        for s in (1, 2, 4, 8):
+            if 32 * s > k // 8:
+                continue
+            for _ in range(5):
+                mx.eval(call(s))
+            print(f"{name} {label} K={k} S={s}: 5 calls", flush=True)
 
 
 def fast_part() -> bool:
@@ -212,7 +249,8 @@ def fast_part() -> bool:
 if __name__ == "__main__":
     what = sys.argv[1] if len(sys.argv) > 1 else "all"
     ok = True
-    for part, fn in (("kernels", kernels_part), ("time", time_part), ("fast", fast_part)):
-        if what in (part, "all"):
+    for part, fn in (("kernels", kernels_part), ("time", time_part), ("fast", fast_part),
+                     ("slices", slices_part)):
+        if what == part or (what == "all" and part != "slices"):
             ok &= fn()
     sys.exit(0 if ok else 1)

@@ -1,6 +1,6 @@
 """Sum an ``ncu --csv --page raw`` log of one decode step (step_kernels.py) by kernel class.
 
-    python3 tools/h200/ncu_summary.py k.csv [label]
+    python3 tools/h200/ncu_summary.py k.csv [label] [top kernels to list, 14]
 
 Prints each class's launches and device time (us), and the step's total: the device
 time of the step with every kernel serialized and timed alone.
@@ -14,6 +14,7 @@ import sys
 from collections import defaultdict
 
 CLASSES = [  # first match wins
+    ("row chain (fast's one-row kernels)", r"batchlab_row_chain"),
     ("attention (grouped kernel)", r"batchlab_grouped_decode"),
     ("attention (MLX sdpa)", r"sdpa|attention|flash"),
     ("GEMM (cuBLASLt nvjet, split-K reduce)", r"nvjet|splitKreduce|gemm|cutlass|xmma"),
@@ -46,7 +47,7 @@ def main() -> None:
         kernel = row[name_col]
         cls = next((c for c, pat in CLASSES if re.search(pat, kernel, re.I)), "other")
         by_class[cls].append(t)
-        by_name[kernel[:90]].append(t)
+        by_name[kernel[:110]].append(t)
     total = sum(sum(v) for v in by_class.values())
     print(f"== {label}: {sum(len(v) for v in by_class.values())} kernels, "
           f"{total / 1e3:.1f} us device time (ns column summed)")
@@ -54,7 +55,8 @@ def main() -> None:
         print(f"  {cls:32s} {len(ts):5d} launches {sum(ts) / 1e3:10.1f} us "
               f"{100 * sum(ts) / total:5.1f}%")
     print("  top kernels:")
-    for kernel, ts in sorted(by_name.items(), key=lambda kv: -sum(kv[1]))[:14]:
+    top = int(sys.argv[3]) if len(sys.argv) > 3 else 14
+    for kernel, ts in sorted(by_name.items(), key=lambda kv: -sum(kv[1]))[:top]:
         print(f"    {sum(ts) / 1e3:9.1f} us {len(ts):4d}x  {kernel}")
 
 

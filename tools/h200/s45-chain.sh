@@ -9,7 +9,10 @@
 #      row kernel with keys loaded ahead, and invariant against l1 at 8B B=256).
 #   4. the CUDA gate's fast cells at B=1 with the chain, --live --repeat; llama-3.1-8b B=1
 #      with the chain; Nsight over one 1B B=1 step with the chain.
-# Run as: bash tools/h200/s45-chain.sh 1|2|3|4 (after staging; bench-lib's environment)
+#   5. after the first four (normalised input staged in shared memory, launch arguments made
+#      once, weights looked up once): the kernels' accuracy again, Nsight over every slice
+#      count, the 1B B=1 benches and the profile again.
+# Run as: bash tools/h200/s45-chain.sh 1|2|3|4|5 (after staging; bench-lib's environment)
 set -u
 R=$OUT/c$1 TAG=c$1
 source tools/h200/bench-lib.sh
@@ -39,4 +42,20 @@ case "$1" in
    bench 8b-chain BATCHLAB_FAST_CHAIN=1 llama-3.1-8b 1 fast 3 200
    ncu_step 1b-chain BATCHLAB_FAST_CHAIN=1 llama-3.2-1b 1 fast 2 200 ;;
 3) bash tools/h200/s44-next.sh 1; bash tools/h200/s44-next.sh 4 ;;
+5) timeout 150 python3 tools/h200/chain_probe.py kernels > $R/probe-kernels.log 2>&1
+   echo "== chain_probe kernels: exit $?"; cat $R/probe-kernels.log; pack
+   NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda*/bin/ncu 2>/dev/null | head -1)
+   timeout 200 $NCU --kernel-name regex:batchlab_row_chain --clock-control none \
+     --cache-control none --metrics gpu__time_duration.sum --csv --page raw \
+     python3 tools/h200/chain_probe.py slices > $R/ncu-slices.csv 2> $R/ncu-slices.err
+   echo "== ncu slices: exit $?"; tail -2 $R/ncu-slices.err
+   python3 tools/h200/ncu_summary.py $R/ncu-slices.csv "row chain slices, 5 calls each" 40 \
+     | tee $R/ncu-slices.txt; pack
+   bench 1b-chain BATCHLAB_FAST_CHAIN=1 llama-3.2-1b 1 fast 3 150
+   bench 1b-plain BATCHLAB_FAST_CHAIN=0 llama-3.2-1b 1 fast 3 150
+   bench 1b-chain2 BATCHLAB_FAST_CHAIN=1 llama-3.2-1b 1 fast 3 150
+   BATCHLAB_FAST_CHAIN=1 timeout 120 python3 -m batchlab bench profile --model llama-3.2-1b \
+     --batch 1 --prompt-len 128 --gen-len 128 --paths fast --repeats 3 --out $R/prof-1 \
+     > $R/prof-1.log 2>&1
+   echo "== profile chain=1: exit $?"; grep -E "^\| 1 \|" $R/prof-1.log; pack ;;
 esac

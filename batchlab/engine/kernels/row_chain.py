@@ -37,6 +37,7 @@ LOADS = 8  # 16-byte loads of each of a warp's two rows issued together
 # ptxas gives these kernels (it holds ~4 loads in flight a warp, so the bytes in flight
 # come from many warps, not from deep batches)
 TARGET_WARPS = 8192
+MAX_STAGED_BYTES = 32 * 1024  # the normalised input a block keeps in shared memory
 
 HEADER = HELPERS + """
 template <typename T> struct alignas(16) Vec16 { T v[16 / sizeof(T)]; };
@@ -74,34 +75,46 @@ __device__ __forceinline__ float rms_factor(const T* x, float eps, float* red) {
     return rsqrtf(total / K + eps);
 }
 
-// One 16-byte chunk of the input, normalised when NORM as MLX's rms_norm rounds it
-// (w * T(x * factor)), into both rows' float sums.
-template <typename T, bool NORM>
+// One 16-byte chunk of the input into both rows' float sums.
+template <typename T>
 __device__ __forceinline__ void fma_chunk(const Vec16<T>& a, const Vec16<T>& b,
-                                          const Vec16<T>* x, const Vec16<T>* nw, int c,
-                                          float rs, float& s0, float& s1) {
-    const Vec16<T> xv = x[c];
-    Vec16<T> wv;
-    if (NORM) wv = nw[c];
+                                          const Vec16<T>& x, float& s0, float& s1) {
 #pragma unroll
     for (int e = 0; e < (int)(16 / sizeof(T)); ++e) {
-        float xf = static_cast<float>(xv.v[e]);
-        if (NORM) {
-            const T y = static_cast<T>(xf * rs);
-            xf = static_cast<float>(static_cast<T>(static_cast<float>(wv.v[e])
-                                                   * static_cast<float>(y)));
-        }
+        const float xf = static_cast<float>(x.v[e]);
         s0 = fmaf(static_cast<float>(a.v[e]), xf, s0);
         s1 = fmaf(static_cast<float>(b.v[e]), xf, s1);
     }
 }
 
-// Two weight rows' dot products with the input, over slice `slice` of S: lane l of the
-// warp takes 16-byte chunks l + 32 (slice + S i), LD of each row loaded together before
-// their arithmetic, the last partial round guarded; summed over the warp.
-template <typename T, int K, int S, int LD, bool NORM>
-__device__ __forceinline__ void two_dots(const T* w0, const T* w1, const T* x, const T* nw,
-                                         float rs, int slice, float& d0, float& d1) {
+// The block's input normalised as MLX's rms_norm rounds it (w * T(x * factor)) into
+// shared memory, once for all the block's rows. Call from every thread.
+template <typename T, int K>
+__device__ __forceinline__ void stage_normalised(const T* x, const T* nw, float rs, T* xs) {
+    constexpr int NCH = K / (16 / sizeof(T));
+    const Vec16<T>* xv = reinterpret_cast<const Vec16<T>*>(x);
+    const Vec16<T>* wv = reinterpret_cast<const Vec16<T>*>(nw);
+    Vec16<T>* sv = reinterpret_cast<Vec16<T>*>(xs);
+    for (int c = threadIdx.x; c < NCH; c += blockDim.x) {
+        Vec16<T> v = xv[c];
+        const Vec16<T> w = wv[c];
+#pragma unroll
+        for (int e = 0; e < (int)(16 / sizeof(T)); ++e) {
+            const T y = static_cast<T>(static_cast<float>(v.v[e]) * rs);
+            v.v[e] = static_cast<T>(static_cast<float>(w.v[e]) * static_cast<float>(y));
+        }
+        sv[c] = v;
+    }
+    __syncthreads();
+}
+
+// Two weight rows' dot products with the input `x` (global or shared memory), over
+// slice `slice` of S: lane l of the warp takes 16-byte chunks l + 32 (slice + S i), LD of
+// each row loaded together before their arithmetic, the last partial round guarded;
+// summed over the warp.
+template <typename T, int K, int S, int LD>
+__device__ __forceinline__ void two_dots(const T* w0, const T* w1, const T* x, int slice,
+                                         float& d0, float& d1) {
     constexpr int NCH = K / (16 / sizeof(T));
     constexpr int ROUNDS = NCH / (32 * S);  // chunks every lane of every slice has
     constexpr int BATCHED = ROUNDS / LD * LD;
@@ -109,7 +122,6 @@ __device__ __forceinline__ void two_dots(const T* w0, const T* w1, const T* x, c
     const Vec16<T>* a0 = reinterpret_cast<const Vec16<T>*>(w0);
     const Vec16<T>* a1 = reinterpret_cast<const Vec16<T>*>(w1);
     const Vec16<T>* xv = reinterpret_cast<const Vec16<T>*>(x);
-    const Vec16<T>* nv = reinterpret_cast<const Vec16<T>*>(nw);
     const int first = lane + 32 * slice;
     float s0 = 0.0f;
     float s1 = 0.0f;
@@ -125,17 +137,17 @@ __device__ __forceinline__ void two_dots(const T* w0, const T* w1, const T* x, c
         }
 #pragma unroll
         for (int i = 0; i < LD; ++i) {
-            fma_chunk<T, NORM>(r0[i], r1[i], xv, nv, first + 32 * S * (base + i), rs, s0, s1);
+            fma_chunk<T>(r0[i], r1[i], xv[first + 32 * S * (base + i)], s0, s1);
         }
     }
 #pragma unroll
     for (int i = BATCHED; i < ROUNDS; ++i) {
         const int c = first + 32 * S * i;
-        fma_chunk<T, NORM>(load_weight(a0 + c), load_weight(a1 + c), xv, nv, c, rs, s0, s1);
+        fma_chunk<T>(load_weight(a0 + c), load_weight(a1 + c), xv[c], s0, s1);
     }
     const int c = first + 32 * S * ROUNDS;
     if (NCH % (32 * S) != 0 && c < NCH) {
-        fma_chunk<T, NORM>(load_weight(a0 + c), load_weight(a1 + c), xv, nv, c, rs, s0, s1);
+        fma_chunk<T>(load_weight(a0 + c), load_weight(a1 + c), xv[c], s0, s1);
     }
     d0 = warp_sum(s0);
     d1 = warp_sum(s1);
@@ -177,7 +189,8 @@ _FRAME = """
 
 # inputs: x, norm_w, eps, wq, wk, wv, offset, inv_freq; outputs: q, k, v
 NORM_QKV_SOURCE = _FRAME + """
-    const float rs = rms_factor<T, K>(x, eps[0], red);
+    __shared__ alignas(16) T xs[K];
+    stage_normalised<T, K>(x, norm_w, rms_factor<T, K>(x, eps[0], red), xs);
     constexpr int HALF = HD / 2;
     const int head = live ? unit / HALF : 0;
     const int i = live ? unit % HALF : 0;
@@ -191,8 +204,7 @@ NORM_QKV_SOURCE = _FRAME + """
     }
     const long long r0 = (long long)hh * HD + i;
     float d0 = 0.0f, d1 = 0.0f;
-    if (live) two_dots<T, K, S, LD, true>(w + r0 * K, w + (r0 + HALF) * K, x, norm_w, rs,
-                                          warp % S, d0, d1);
+    if (live) two_dots<T, K, S, LD>(w + r0 * K, w + (r0 + HALF) * K, xs, warp % S, d0, d1);
     float t0, t1;
     if (gather_slices<S>(d0, d1, part, t0, t1) && live) {
         float x1 = static_cast<float>(static_cast<T>(t0));
@@ -215,8 +227,7 @@ NORM_QKV_SOURCE = _FRAME + """
 RESIDUAL_SOURCE = _FRAME + """
     const long long r0 = 2LL * (live ? unit : 0);
     float d0 = 0.0f, d1 = 0.0f;
-    if (live) two_dots<T, K, S, LD, false>(w + r0 * K, w + (r0 + 1) * K, a, a, 0.0f,
-                                           warp % S, d0, d1);
+    if (live) two_dots<T, K, S, LD>(w + r0 * K, w + (r0 + 1) * K, a, warp % S, d0, d1);
     float t0, t1;
     if (gather_slices<S>(d0, d1, part, t0, t1) && live) {
         out[r0] = static_cast<T>(static_cast<float>(h[r0])
@@ -228,11 +239,11 @@ RESIDUAL_SOURCE = _FRAME + """
 
 # inputs: h, norm_w, eps, wg, wu; output: out = silu(T(wg xn)) * T(wu xn)
 NORM_SWIGLU_SOURCE = _FRAME + """
-    const float rs = rms_factor<T, K>(h, eps[0], red);
+    __shared__ alignas(16) T xs[K];
+    stage_normalised<T, K>(h, norm_w, rms_factor<T, K>(h, eps[0], red), xs);
     const long long j = live ? unit : 0;
     float d0 = 0.0f, d1 = 0.0f;
-    if (live) two_dots<T, K, S, LD, true>(wg + j * K, wu + j * K, h, norm_w, rs, warp % S,
-                                          d0, d1);
+    if (live) two_dots<T, K, S, LD>(wg + j * K, wu + j * K, xs, warp % S, d0, d1);
     float g, u;
     if (gather_slices<S>(d0, d1, part, g, u) && live) {
         const float gf = static_cast<float>(static_cast<T>(g));
@@ -256,6 +267,11 @@ def fits(dtype: mx.Dtype, k: int) -> bool:
     return k % (16 // dtype.size) == 0
 
 
+def stages(dtype: mx.Dtype, k: int) -> bool:
+    """Whether a normalised input of ``k`` elements fits the block's shared memory."""
+    return k * dtype.size <= MAX_STAGED_BYTES
+
+
 def slices_for(units: int, k: int, dtype: mx.Dtype) -> int:
     """Warps a pair of rows (a slice of K each): the largest power of two up to ``WARPS``
     that keeps the launch within ``TARGET_WARPS`` and gives every warp a chunk a lane."""
@@ -274,15 +290,22 @@ def _kernel(name: str):  # not gated: gpu only
                                ensure_row_contiguous=True)
 
 
-def _launch(name: str, inputs: list, template: list, units: int, k: int, shapes: list,
-            dtype: mx.Dtype) -> list[mx.array]:  # not gated: gpu only
-    slices = slices_for(units, k, dtype)
+@functools.cache
+def _launch_arguments(dtype: mx.Dtype, k: int, units: int, template: tuple, shapes: tuple,
+                      slices: int | None = None) -> dict:  # not gated: gpu only
+    """A launch's keyword arguments, made once per shape (a decode step makes 64 calls)."""
+    slices = slices or slices_for(units, k, dtype)
     blocks = -(-units // (WARPS // slices))
-    return _kernel(name)(
-        inputs=inputs, template=[("T", dtype), ("LD", LOADS), ("S", slices), ("K", k),
-                                 ("UNITS", units), *template],
-        grid=(blocks * 32 * WARPS, 1, 1), threadgroup=(32 * WARPS, 1, 1),
-        output_shapes=shapes, output_dtypes=[dtype] * len(shapes))
+    return {"template": [("T", dtype), ("LD", LOADS), ("S", slices), ("K", k),
+                         ("UNITS", units), *template],
+            "grid": (blocks * 32 * WARPS, 1, 1), "threadgroup": (32 * WARPS, 1, 1),
+            "output_shapes": list(shapes), "output_dtypes": [dtype] * len(shapes)}
+
+
+def _launch(name: str, inputs: list, template: tuple, units: int, k: int, shapes: tuple,
+            dtype: mx.Dtype, slices: int | None = None) -> list[mx.array]:  # not gated: gpu only
+    return _kernel(name)(inputs=inputs,
+                         **_launch_arguments(dtype, k, units, template, shapes, slices))
 
 
 def scalar(value: float) -> mx.array:
@@ -310,27 +333,30 @@ def rope_inverse_frequencies(rope) -> mx.array | None:
 
 def norm_qkv(x: mx.array, norm_w: mx.array, eps: mx.array, wq: mx.array, wk: mx.array,
              wv: mx.array, heads: tuple[int, int, int], offset: mx.array,
-             inv_freq: mx.array | None) -> list[mx.array]:  # not gated: gpu only
+             inv_freq: mx.array | None, slices: int | None = None
+             ) -> list[mx.array]:  # not gated: gpu only
     """q ``(1, NQ, 1, Dh)``, k and v ``(1, NKV, 1, Dh)`` of one row's hidden state ``x``
     ``(1, K)``; q and k rotated at ``offset[0]`` when ``inv_freq`` is given."""
     n_q, n_kv, dim = heads
     rope = inv_freq is not None
-    template = [("HD", dim), ("NQ", n_q), ("NKV", n_kv), ("ROPE", int(rope))]
+    template = (("HD", dim), ("NQ", n_q), ("NKV", n_kv), ("ROPE", int(rope)))
     return _launch("norm_qkv", [x, norm_w, eps, wq, wk, wv, offset,
                                 inv_freq if rope else eps],
                    template, (n_q + 2 * n_kv) * dim // 2, x.shape[-1],
-                   [(1, n_q, 1, dim), (1, n_kv, 1, dim), (1, n_kv, 1, dim)], x.dtype)
+                   ((1, n_q, 1, dim), (1, n_kv, 1, dim), (1, n_kv, 1, dim)), x.dtype, slices)
 
 
-def residual_product(h: mx.array, w: mx.array, a: mx.array) -> mx.array:  # not gated: gpu only
+def residual_product(h: mx.array, w: mx.array, a: mx.array,
+                     slices: int | None = None) -> mx.array:  # not gated: gpu only
     """``h + w a`` for one row: ``h`` ``(1, N)``, ``w`` ``(N, K)``, ``a`` ``(1, K)``."""
     n = w.shape[0]
-    return _launch("residual", [h, w, a], [], n // 2, w.shape[1], [(1, n)], h.dtype)[0]
+    return _launch("residual", [h, w, a], (), n // 2, w.shape[1], ((1, n),), h.dtype,
+                   slices)[0]
 
 
-def norm_swiglu(h: mx.array, norm_w: mx.array, eps: mx.array, wg: mx.array,
-                wu: mx.array) -> mx.array:  # not gated: gpu only
+def norm_swiglu(h: mx.array, norm_w: mx.array, eps: mx.array, wg: mx.array, wu: mx.array,
+                slices: int | None = None) -> mx.array:  # not gated: gpu only
     """``silu(gate(norm(h))) * up(norm(h))`` for one row ``h`` ``(1, K)``."""
     n = wg.shape[0]
-    return _launch("norm_swiglu", [h, norm_w, eps, wg, wu], [], n, h.shape[-1], [(1, n)],
-                   h.dtype)[0]
+    return _launch("norm_swiglu", [h, norm_w, eps, wg, wu], (), n, h.shape[-1], ((1, n),),
+                   h.dtype, slices)[0]

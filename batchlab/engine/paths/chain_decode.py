@@ -45,6 +45,10 @@ def unsupported_reason(model: nn.Module) -> str | None:
         if not row_chain.fits(dtype, linear.weight.shape[1]):
             return (f"{parent}.{name}'s input ({linear.weight.shape[1]} x {dtype}) is not "
                     "whole 16-byte chunks")
+    hidden = layer.self_attn.q_proj.weight.shape[1]
+    if not row_chain.stages(dtype, hidden):
+        return (f"a hidden size of {hidden} x {dtype} does not fit "
+                f"{row_chain.MAX_STAGED_BYTES} bytes of shared memory")
     attn = layer.self_attn
     dim, odd = divmod(attn.q_proj.weight.shape[0], attn.n_heads)
     if odd or dim % 2 or layer.mlp.down_proj.weight.shape[0] % 2:
@@ -53,60 +57,72 @@ def unsupported_reason(model: nn.Module) -> str | None:
 
 
 @dataclass(frozen=True)
-class LayerShape:
-    """What ``norm_qkv`` needs of a layer besides its weights."""
+class ChainLayer:
+    """What a layer's step reads, looked up once (a module attribute costs a dict walk, and
+    a step of a 16-layer model reads ~20 a layer)."""
+    attn: nn.Module  # its RoPE, q / k norms and scale
     heads: tuple[int, int, int]  # query heads, KV heads, head dim
+    input_norm: mx.array
     input_eps: mx.array
+    wq: mx.array
+    wk: mx.array
+    wv: mx.array
+    wo: mx.array
+    post_norm: mx.array
     post_eps: mx.array
+    w_gate: mx.array
+    w_up: mx.array
+    w_down: mx.array
+
+    @classmethod
+    def of(cls, layer: nn.Module) -> ChainLayer:
+        attn, mlp = layer.self_attn, layer.mlp
+        dim = attn.q_proj.weight.shape[0] // attn.n_heads
+        return cls(attn, (attn.n_heads, attn.n_kv_heads, dim), layer.input_layernorm.weight,
+                   row_chain.scalar(layer.input_layernorm.eps), attn.q_proj.weight,
+                   attn.k_proj.weight, attn.v_proj.weight, attn.o_proj.weight,
+                   layer.post_attention_layernorm.weight,
+                   row_chain.scalar(layer.post_attention_layernorm.eps),
+                   mlp.gate_proj.weight, mlp.up_proj.weight, mlp.down_proj.weight)
 
 
 class RowChain:
-    """One row's decode forward through ``row_chain``, built once per scheduler."""
+    """One row's decode forward through ``row_chain``, built once per scheduler (it keeps
+    the weights it was built with: a model updated later needs a new scheduler)."""
 
     def __init__(self, model: nn.Module):
         self.model = model
         self.head_norms = flat_decode.FAMILIES[type(model).__module__]
         self.attention = sys.modules[type(model).__module__].scaled_dot_product_attention
-        self.shapes = [self._shape(layer) for layer in model.model.layers]
-        rope = model.model.layers[0].self_attn.rope
+        self.layers = [ChainLayer.of(layer) for layer in model.model.layers]
+        self.embed = model.model.embed_tokens
+        self.norm = model.model.norm
+        self.head = self.embed.as_linear if model.args.tie_word_embeddings else model.lm_head
+        rope = self.layers[0].attn.rope
         # qwen3 normalises each head before RoPE, so the kernel cannot rotate it
         self.inv_freq = None if self.head_norms else row_chain.rope_inverse_frequencies(rope)
-        if self.inv_freq is not None and rope.dims != self.shapes[0].heads[2]:
+        if self.inv_freq is not None and rope.dims != self.layers[0].heads[2]:
             self.inv_freq = None  # a partial rotation: the module rotates
-
-    @staticmethod
-    def _shape(layer: nn.Module) -> LayerShape:
-        attn = layer.self_attn
-        dim = attn.q_proj.weight.shape[0] // attn.n_heads
-        return LayerShape((attn.n_heads, attn.n_kv_heads, dim),
-                          row_chain.scalar(layer.input_layernorm.eps),
-                          row_chain.scalar(layer.post_attention_layernorm.eps))
 
     def logits(self, tokens: mx.array, caches: list) -> mx.array:  # not gated: gpu only
         """The logits ``(1, V)`` of one decode step of the row's token ``tokens`` ``(1,)``."""
-        inner = self.model.model
-        h = inner.embed_tokens(tokens)
+        h = self.embed(tokens)
         mask = caches[0].make_mask(1)
-        for layer, shape, cache in zip(inner.layers, self.shapes, caches, strict=True):
-            attn, mlp = layer.self_attn, layer.mlp
+        inv_freq, attention = self.inv_freq, self.attention
+        for lay, cache in zip(self.layers, caches, strict=True):
+            offset = cache.offset
             queries, keys, values = row_chain.norm_qkv(
-                h, layer.input_layernorm.weight, shape.input_eps, attn.q_proj.weight,
-                attn.k_proj.weight, attn.v_proj.weight, shape.heads, cache.offset,
-                self.inv_freq)
-            if self.inv_freq is None:
+                h, lay.input_norm, lay.input_eps, lay.wq, lay.wk, lay.wv, lay.heads, offset,
+                inv_freq)
+            if inv_freq is None:
+                attn = lay.attn
                 if self.head_norms:
                     queries, keys = attn.q_norm(queries), attn.k_norm(keys)
-                queries = attn.rope(queries, offset=cache.offset)
-                keys = attn.rope(keys, offset=cache.offset)
+                queries = attn.rope(queries, offset=offset)
+                keys = attn.rope(keys, offset=offset)
             keys, values = cache.update_and_fetch(keys, values)
-            out = self.attention(queries, keys, values, cache=cache, scale=attn.scale,
-                                 mask=mask)
-            h = row_chain.residual_product(h, attn.o_proj.weight, out.reshape(1, -1))
-            act = row_chain.norm_swiglu(h, layer.post_attention_layernorm.weight,
-                                        shape.post_eps, mlp.gate_proj.weight,
-                                        mlp.up_proj.weight)
-            h = row_chain.residual_product(h, mlp.down_proj.weight, act)
-        h = inner.norm(h)
-        if self.model.args.tie_word_embeddings:
-            return inner.embed_tokens.as_linear(h)
-        return self.model.lm_head(h)
+            out = attention(queries, keys, values, cache=cache, scale=lay.attn.scale, mask=mask)
+            h = row_chain.residual_product(h, lay.wo, out.reshape(1, -1))
+            act = row_chain.norm_swiglu(h, lay.post_norm, lay.post_eps, lay.w_gate, lay.w_up)
+            h = row_chain.residual_product(h, lay.w_down, act)
+        return self.head(self.norm(h))
