@@ -25,19 +25,20 @@ def _module_ops(monkeypatch, model: nn.Module) -> None:
     """row_chain's three kernels as the modules' own ops (the same bits as flat_decode)."""
     rope = model.model.layers[0].self_attn.rope
 
-    def norm_qkv(x, norm_w, eps, wq, wk, wv, heads, offset, inv_freq):
+    def norm_qkv(x, norm_w, eps, wq, wk, wv, heads, rotate):
         n_q, n_kv, dim = heads
         xn = mx.fast.rms_norm(x, norm_w, eps.item())
         q = (xn @ wq.T).reshape(1, n_q, 1, dim)
         k = (xn @ wk.T).reshape(1, n_kv, 1, dim)
-        if inv_freq is not None:
-            q, k = rope(q, offset=offset), rope(k, offset=offset)
+        if rotate is not None:  # rotation's stand-in below hands the offset on
+            q, k = rope(q, offset=rotate), rope(k, offset=rotate)
         return q, k, (xn @ wv.T).reshape(1, n_kv, 1, dim)
 
     def norm_swiglu(h, norm_w, eps, wg, wu):
         xn = mx.fast.rms_norm(h, norm_w, eps.item())
         return swiglu(xn @ wg.T, xn @ wu.T)
 
+    monkeypatch.setattr(row_chain, "rotation", lambda offset, inv_freq: offset)
     monkeypatch.setattr(row_chain, "norm_qkv", norm_qkv)
     monkeypatch.setattr(row_chain, "residual_product", lambda h, w, a: h + a @ w.T)
     monkeypatch.setattr(row_chain, "norm_swiglu", norm_swiglu)
@@ -122,6 +123,14 @@ def test_the_kernels_rope_angles_are_the_modules(scaling):
     ours = np.concatenate([x1 * np.cos(theta) - x2 * np.sin(theta),
                            x1 * np.sin(theta) + x2 * np.cos(theta)])
     np.testing.assert_allclose(ours, expected, rtol=0, atol=2e-4)
+
+
+def test_the_rotation_table_is_cos_and_sin_of_the_offsets_angles():
+    inv = mx.array([1.0, 0.5, 0.001], dtype=mx.float32)
+    cos, sin = row_chain.rotation(mx.array([7], dtype=mx.int32), inv)
+    theta = np.float32(7) * np.array([1.0, 0.5, 0.001], dtype=np.float32)
+    np.testing.assert_array_equal(np.array(cos), np.cos(theta))
+    np.testing.assert_array_equal(np.array(sin), np.sin(theta))
 
 
 def test_modules_the_kernel_cannot_rotate_are_left_to_the_module():

@@ -19,7 +19,7 @@ from tools.h200.looped_compile_check import CUDA_TYPES, PRELUDE, Nvrtc, find, pt
 SHAPES = [("llama-3.2-1b", 2048, 64, 32, 8, 8192), ("qwen3-0.6b", 1024, 128, 16, 8, 3072),
           ("llama-3.1-8b", 4096, 128, 32, 8, 14336), ("llama-hd64", 64, 64, 4, 2, 128),
           ("qwen3-hd128", 64, 128, 4, 2, 128), ("llama", 64, 16, 4, 4, 128)]
-INPUT_TYPES = {"eps": "float", "inv_freq": "float", "offset": "int"}
+INPUT_TYPES = {"eps": "float", "rot_cos": "float", "rot_sin": "float"}
 
 
 def wrap(name: str, source: str, ctype: str, consts: list[tuple[str, int]],

@@ -81,7 +81,8 @@ def chain_outputs(chain, layer, h, a, h2, act, rope: bool, offset: mx.array) -> 
     shape = chain.layers[0]
     q, k, v = rc.norm_qkv(h, layer.input_layernorm.weight, shape.input_eps,
                           attn.q_proj.weight, attn.k_proj.weight, attn.v_proj.weight,
-                          shape.heads, offset, chain.inv_freq if rope else None)
+                          shape.heads,
+                          rc.rotation(offset, chain.inv_freq) if rope else None)
     return {"q": q, "k": k, "v": v,
             "o": rc.residual_product(h, attn.o_proj.weight, a),
             "swiglu": rc.norm_swiglu(h2, layer.post_attention_layernorm.weight,
@@ -158,8 +159,8 @@ def time_shape(name: str) -> None:
     rows = [
         ("norm+qkv+rope", lambda: rc.norm_qkv(h, norm.weight, shape.input_eps,
                                               attn.q_proj.weight, attn.k_proj.weight,
-                                              attn.v_proj.weight, shape.heads, offset,
-                                              chain.inv_freq),
+                                              attn.v_proj.weight, shape.heads,
+                                              rc.rotation(offset, chain.inv_freq)),
          mlx_qkv, (n_q + 2 * n_kv) * dim),
         ("o+residual", lambda: rc.residual_product(h, attn.o_proj.weight, a),
          lambda: h + attn.o_proj(a), h.shape[1]),
@@ -182,7 +183,7 @@ def time_shape(name: str) -> None:
 def slices_part() -> bool:
     """Each kernel at every slice count (S warps a pair of rows), five calls each, for
     Nsight Compute to time (the kernel's name carries its template arguments)."""
-    for name in ("llama-3.2-1b@L1", "qwen3-0.6b@L1"):
+    for name in ("llama-3.2-1b@L1",):
         slices_shape(name)
     return True
 
@@ -195,10 +196,13 @@ def slices_shape(name: str) -> None:
     act = mx.random.normal((1, lay.w_gate.shape[0])).astype(h.dtype)
     a = mx.random.normal((1, lay.wo.shape[1])).astype(h.dtype)
     offset = mx.array([77], dtype=mx.int32)
-    inv = rc.rope_inverse_frequencies(lay.attn.rope)
+    rotate = rc.rotation(offset, rc.rope_inverse_frequencies(lay.attn.rope))
     calls = (("norm_qkv", h.shape[1], lambda s: rc.norm_qkv(
                  h, lay.input_norm, lay.input_eps, lay.wq, lay.wk, lay.wv, lay.heads,
-                 offset, inv, slices=s)),
+                 rotate, slices=s)),
+             ("norm_qkv without RoPE", h.shape[1], lambda s: rc.norm_qkv(
+                 h, lay.input_norm, lay.input_eps, lay.wq, lay.wk, lay.wv, lay.heads,
+                 None, slices=s)),
              ("o", a.shape[1], lambda s: rc.residual_product(h, lay.wo, a, slices=s)),
              ("norm_swiglu", h.shape[1], lambda s: rc.norm_swiglu(
                  h, lay.post_norm, lay.post_eps, lay.w_gate, lay.w_up, slices=s)),

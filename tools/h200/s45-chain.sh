@@ -12,7 +12,11 @@
 #   5. after the first four (normalised input staged in shared memory, launch arguments made
 #      once, weights looked up once): the kernels' accuracy again, Nsight over every slice
 #      count, the 1B B=1 benches and the profile again.
-# Run as: bash tools/h200/s45-chain.sh 1|2|3|4|5 (after staging; bench-lib's environment)
+#   6. after part 5 (RoPE's cos / sin made once a step as MLX ops, read by norm_qkv): the
+#      kernels' accuracy, Nsight over the slices (and norm_qkv without RoPE), 1B benches;
+#   7. part 3 cut to the device time left: the small-B tiled cells, the row-GQA probe, and
+#      invariant against l1 at 8B B=256 with four keys ahead.
+# Run as: bash tools/h200/s45-chain.sh 1|2|3|4|5|6|7 (after staging; bench-lib's environment)
 set -u
 R=$OUT/c$1 TAG=c$1
 source tools/h200/bench-lib.sh
@@ -58,4 +62,20 @@ case "$1" in
      --batch 1 --prompt-len 128 --gen-len 128 --paths fast --repeats 3 --out $R/prof-1 \
      > $R/prof-1.log 2>&1
    echo "== profile chain=1: exit $?"; grep -E "^\| 1 \|" $R/prof-1.log; pack ;;
+6) timeout 150 python3 tools/h200/chain_probe.py kernels > $R/probe-kernels.log 2>&1
+   echo "== chain_probe kernels: exit $?"; tail -3 $R/probe-kernels.log; pack
+   NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda*/bin/ncu 2>/dev/null | head -1)
+   timeout 150 $NCU --kernel-name regex:batchlab_row_chain --clock-control none \
+     --cache-control none --metrics gpu__time_duration.sum --csv --page raw \
+     python3 tools/h200/chain_probe.py slices > $R/ncu-slices.csv 2> $R/ncu-slices.err
+   echo "== ncu slices: exit $?"; tail -2 $R/ncu-slices.err
+   python3 tools/h200/ncu_summary.py $R/ncu-slices.csv "row chain slices, 5 calls each" 40 \
+     | tee $R/ncu-slices.txt; pack
+   bench 1b-chain BATCHLAB_FAST_CHAIN=1 llama-3.2-1b 1 fast 3 150
+   bench 1b-plain BATCHLAB_FAST_CHAIN=0 llama-3.2-1b 1 fast 3 150 ;;
+7) bash tools/h200/s44-next.sh 1
+   R=$OUT/c7 TAG=c7; source tools/h200/bench-lib.sh
+   timeout 150 python3 tools/h200/row_gqa_probe.py > $R/row-gqa.log 2>&1
+   echo "== row-gqa: exit $?"; cat $R/row-gqa.log; pack
+   bench inv-u4 BATCHLAB_ROW_ATTENTION_UNROLL=4 llama-3.1-8b 256 l1,invariant 2 200 ;;
 esac

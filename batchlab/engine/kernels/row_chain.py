@@ -187,7 +187,7 @@ _FRAME = """
     const bool live = unit < UNITS;
 """
 
-# inputs: x, norm_w, eps, wq, wk, wv, offset, inv_freq; outputs: q, k, v
+# inputs: x, norm_w, eps, wq, wk, wv, rot_cos, rot_sin; outputs: q, k, v
 NORM_QKV_SOURCE = _FRAME + """
     __shared__ alignas(16) T xs[K];
     stage_normalised<T, K>(x, norm_w, rms_factor<T, K>(x, eps[0], red), xs);
@@ -210,9 +210,8 @@ NORM_QKV_SOURCE = _FRAME + """
         float x1 = static_cast<float>(static_cast<T>(t0));
         float x2 = static_cast<float>(static_cast<T>(t1));
         if (ROPE && head < NQ + NKV) {  // MLX's rope_single_impl, non-traditional
-            const float theta = static_cast<float>(offset[0]) * inv_freq[i];
-            const float c = cos(theta);
-            const float s = sin(theta);
+            const float c = rot_cos[i];
+            const float s = rot_sin[i];
             const float y1 = x1 * c - x2 * s;
             const float y2 = x1 * s + x2 * c;
             x1 = y1;
@@ -255,7 +254,7 @@ NORM_SWIGLU_SOURCE = _FRAME + """
 """
 
 KERNELS = {  # name: (inputs, outputs, source)
-    "norm_qkv": (("x", "norm_w", "eps", "wq", "wk", "wv", "offset", "inv_freq"),
+    "norm_qkv": (("x", "norm_w", "eps", "wq", "wk", "wv", "rot_cos", "rot_sin"),
                  ("q", "k", "v"), NORM_QKV_SOURCE),
     "residual": (("h", "w", "a"), ("out",), RESIDUAL_SOURCE),
     "norm_swiglu": (("h", "norm_w", "eps", "wg", "wu"), ("out",), NORM_SWIGLU_SOURCE),
@@ -331,17 +330,25 @@ def rope_inverse_frequencies(rope) -> mx.array | None:
     return None
 
 
+def rotation(offset: mx.array, inv_freq: mx.array) -> tuple[mx.array, mx.array]:
+    """The cosines and sines of a row's RoPE angles (``offset`` ``(1,)``), made once a step
+    for every layer: MLX's RoPE kernel takes ``cos`` / ``sin`` of ``offset * inv_freq``
+    in float32, and in ``norm_qkv`` they cost a stack frame and ~40 us a call on the H200
+    (reports/bench/cuda-sm90/issue28-chain/)."""
+    theta = offset.astype(mx.float32) * inv_freq
+    return mx.cos(theta), mx.sin(theta)
+
+
 def norm_qkv(x: mx.array, norm_w: mx.array, eps: mx.array, wq: mx.array, wk: mx.array,
-             wv: mx.array, heads: tuple[int, int, int], offset: mx.array,
-             inv_freq: mx.array | None, slices: int | None = None
+             wv: mx.array, heads: tuple[int, int, int],
+             rotate: tuple[mx.array, mx.array] | None, slices: int | None = None
              ) -> list[mx.array]:  # not gated: gpu only
     """q ``(1, NQ, 1, Dh)``, k and v ``(1, NKV, 1, Dh)`` of one row's hidden state ``x``
-    ``(1, K)``; q and k rotated at ``offset[0]`` when ``inv_freq`` is given."""
+    ``(1, K)``; q and k rotated by ``rotate`` (``rotation``'s cosines and sines) if given."""
     n_q, n_kv, dim = heads
-    rope = inv_freq is not None
+    rope = rotate is not None
     template = (("HD", dim), ("NQ", n_q), ("NKV", n_kv), ("ROPE", int(rope)))
-    return _launch("norm_qkv", [x, norm_w, eps, wq, wk, wv, offset,
-                                inv_freq if rope else eps],
+    return _launch("norm_qkv", [x, norm_w, eps, wq, wk, wv, *(rotate if rope else (eps, eps))],
                    template, (n_q + 2 * n_kv) * dim // 2, x.shape[-1],
                    ((1, n_q, 1, dim), (1, n_kv, 1, dim), (1, n_kv, 1, dim)), x.dtype, slices)
 

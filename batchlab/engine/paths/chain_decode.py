@@ -108,13 +108,15 @@ class RowChain:
         """The logits ``(1, V)`` of one decode step of the row's token ``tokens`` ``(1,)``."""
         h = self.embed(tokens)
         mask = caches[0].make_mask(1)
-        inv_freq, attention = self.inv_freq, self.attention
+        attention = self.attention
+        # every layer holds the same tokens, so the same offset: one rotation a step
+        rotate = (None if self.inv_freq is None
+                  else row_chain.rotation(caches[0].offset, self.inv_freq))
         for lay, cache in zip(self.layers, caches, strict=True):
             offset = cache.offset
             queries, keys, values = row_chain.norm_qkv(
-                h, lay.input_norm, lay.input_eps, lay.wq, lay.wk, lay.wv, lay.heads, offset,
-                inv_freq)
-            if inv_freq is None:
+                h, lay.input_norm, lay.input_eps, lay.wq, lay.wk, lay.wv, lay.heads, rotate)
+            if rotate is None:
                 attn = lay.attn
                 if self.head_norms:
                     queries, keys = attn.q_norm(queries), attn.k_norm(keys)
