@@ -7,16 +7,18 @@ residual adds, silu * up, copies) cost as much device time as their launches
 vector ops into the matrix-vector products next to it:
 
 - ``norm_qkv``: RMS norm of the hidden state, the q, k and v products, and RoPE of q and
-  k at the row's offset (llama's RoPE; models whose heads are normalised first, qwen3,
-  rotate with MLX's ops after it);
+  k by the step's cosines and sines (``rotation``: llama's RoPE; models whose heads are
+  normalised first, qwen3, rotate with MLX's ops after it);
 - ``residual_product``: ``h + W a`` (o_proj after attention, down_proj after the MLP);
 - ``norm_swiglu``: RMS norm, the gate and up products, and ``silu(gate) * up``.
 
-Each block stages its input vector in shared memory (normalised as MLX's ``rms_norm``
-rounds it: ``w * T(x * rsqrt(mean(x^2) + eps))``), then each warp forms two outputs,
-a weight row each, with ``LOADS`` 16-byte loads of each row in flight a lane, summed in
-float32 over the warp. A warp's two rows are a RoPE pair (``i`` and ``i + Dh / 2`` of a
-head), two neighbours, or a gate row and its up row. Every output is rounded to the
+A normalising kernel's block first puts its input in shared memory, normalised as MLX's
+``rms_norm`` rounds it (``w * T(x * rsqrt(mean(x^2) + eps))``); ``residual_product``
+reads its input where it is. A pair of output rows belongs to ``S`` warps, each summing
+a slice of K (``slices_for``: enough warps to fill the device), with ``LOADS`` 16-byte
+weight loads of each row issued together; the slices' float32 sums are added in slice
+order. A pair is a RoPE pair (``i`` and ``i + Dh / 2`` of a head), two neighbours, or a
+gate row and its up row. Every output is rounded to the
 model's dtype where MLX's op would round it (the product, then RoPE, the residual add,
 silu, the product of silu and up), so only the sums' order differs from MLX's kernels;
 that is not MLX's bits, so ``fast`` on a GPU stays judged by KL against the oracle.
@@ -333,7 +335,7 @@ def rope_inverse_frequencies(rope) -> mx.array | None:
 def rotation(offset: mx.array, inv_freq: mx.array) -> tuple[mx.array, mx.array]:
     """The cosines and sines of a row's RoPE angles (``offset`` ``(1,)``), made once a step
     for every layer: MLX's RoPE kernel takes ``cos`` / ``sin`` of ``offset * inv_freq``
-    in float32, and in ``norm_qkv`` they cost a stack frame and ~40 us a call on the H200
+    in float32; inside ``norm_qkv`` they kept a stack frame and slowed every call
     (reports/bench/cuda-sm90/issue28-chain/)."""
     theta = offset.astype(mx.float32) * inv_freq
     return mx.cos(theta), mx.sin(theta)

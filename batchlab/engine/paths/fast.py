@@ -30,7 +30,9 @@ shorter (docs/performance.md); ``BATCHLAB_FAST_ONE_ROW=0`` switches it off.
 GEMM rounds otherwise, so it is off by default (docs/performance.md).
 ``BATCHLAB_FAST_CHAIN=1`` (CUDA) makes a step of one row four kernels a layer, each
 product with the vector ops around it (``chain_decode.py``, ``kernels/row_chain.py``):
-another summing order, judged by the same KL gate; opt-in until the H200 shows it.
+another summing order, judged by the same KL gate. It is opt-in: on the H200 it flipped
+one near-tied top-1 on a tiny model's gate cell and shortened no step beyond the host's
+noise (reports/bench/cuda-sm90/issue28-chain/).
 ``BATCHLAB_FAST_PRETRANSPOSE=1`` runs a clone of the model whose projections keep ``W.T``
 made once (``pretransposed.py``: one node fewer per projection, the same operands and
 kernel); opt-in until an H200 run shows its bits unchanged (``pretranspose_probe.py``).
