@@ -35,6 +35,9 @@ class Reply:
     top: tuple[Top, ...] | None  # per token, the alternatives as (id, logprob)
     prompt_tokens: int | None
     completion_tokens: int | None
+    # the most rows of a decode step the choice's row was in, where the server says so
+    # (``batchlab serve``'s ``choices[0].batchlab.peak_decode_rows``); None elsewhere
+    peak_rows: int | None = None
 
     @property
     def tokens(self) -> tuple[int, ...] | None:
@@ -54,7 +57,19 @@ def parse_reply(body: dict, where: str) -> Reply:
                  token_ids=_ids(choice.get("token_ids"), f"{where}: token_ids"),
                  named=named, logprobs=logprobs, top=top,
                  prompt_tokens=usage.get("prompt_tokens"),
-                 completion_tokens=usage.get("completion_tokens"))
+                 completion_tokens=usage.get("completion_tokens"),
+                 peak_rows=_peak_rows(choice.get("batchlab"), where))
+
+
+def _peak_rows(extension, where: str) -> int | None:
+    """``batchlab.peak_decode_rows`` of a choice: a positive integer, or None if absent."""
+    if extension is None:
+        return None
+    peak = extension.get("peak_decode_rows") if isinstance(extension, dict) else None
+    if type(peak) is not int or peak < 1:
+        raise ServerError(f"{where}: choices[0].batchlab.peak_decode_rows is not a positive "
+                          f"integer: {str(extension)[:200]}")
+    return peak
 
 
 def parse_stream(events: list[dict], where: str) -> Reply:

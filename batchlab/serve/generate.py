@@ -196,6 +196,9 @@ class Generation:
         for c in self.choices:
             choice = {"index": c.index, "finish_reason": c.finish, "token_ids": c.ids,
                       "logprobs": self.logprobs_json(c, c.logprobs)}
+            if c.job is not None:  # whom the row decoded beside (an extension field)
+                choice["batchlab"] = {"peak_decode_rows": c.job.peak_rows,
+                                      "decode_steps_shared": c.job.shared_steps}
             if self.chat:
                 choice["message"] = {"role": "assistant", "content": c.text.text}
             else:

@@ -56,6 +56,11 @@ class Job:
     # prompt tokens its row joined with from the prompt cache (set at admission, by the
     # engine thread, before the job's first event)
     cached_tokens: int = 0
+    # the most rows of a decode step that emitted one of its tokens, and how many of
+    # those steps had another row in them: who shared a batch with it, as the engine saw
+    # it (the response reports both; ``batchlab http check``'s needle reads them)
+    peak_rows: int = 0
+    shared_steps: int = 0
     submitted_at: float = field(default_factory=time.monotonic)
 
     @property

@@ -113,9 +113,12 @@ class EngineWorker:
         self.prefilled += left - admission.prefill_left(scheduler)[1]
         self.steps += 1
         self.peak = max(self.peak, len(scheduler.decode))
+        rows = len(emissions)  # a step emits one token for every row of its decode batch
         for emission in emissions:
             job = self.running.get(emission.name)
             if job is not None:  # else cancelled while its token was in flight
+                job.peak_rows = max(job.peak_rows, rows)
+                job.shared_steps += rows > 1
                 self._emit(job, emission)
         for name, guard in list(self.samplers.items()):  # a fault seen by this step's draw
             job = self.running.get(name)

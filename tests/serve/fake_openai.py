@@ -14,6 +14,11 @@ breaks one thing a check of ``batchlab http check`` must catch:
     garbage    every completion is answered with bytes that are not JSON
     mlx-naming (dialect "mlx") each logprob entry names its first alternative
 
+and three say whom a request decoded beside, as ``batchlab serve`` does
+(``choices[0].batchlab.peak_decode_rows``): ``peaks`` truthfully (2 where another request
+was in flight, else 1), ``serial`` always 1 (a server that decodes one request at a time),
+``bad-peaks`` a value that is not a count.
+
 ``dialect="mlx"`` answers as mlx_lm.server does: token-id prompts refused (404), logprobs
 asked as ``logprobs: true, top_logprobs: K``, ids only in ``logprobs.content``.
 """
@@ -63,7 +68,7 @@ class FakeServer:
 
     def answer(self, body: dict):
         """(prompt tokens, tokens, logprobs, alternatives as (id, logprob), text pieces,
-        finish_reason) of a completion."""
+        finish_reason, crowded) of a completion."""
         prompt = body["prompt"]
         ids = tuple(prompt) if isinstance(prompt, list) else tuple(
             self.tokenizer.encode(prompt, add_special_tokens=False))
@@ -109,7 +114,8 @@ class FakeServer:
                     finish = "stop"
                     break
                 text += piece
-        return len(ids), tokens, logprobs, [list(top) for top in tops], pieces, finish
+        return (len(ids), tokens, logprobs, [list(top) for top in tops], pieces, finish,
+                crowded)
 
 
 def _handler(fake: FakeServer):
@@ -135,12 +141,16 @@ def _handler(fake: FakeServer):
                 return self._send(404, b'{"error": "text input must be of type `str`"}')
             if fake.dialect == "mlx" and type(body.get("logprobs", False)) is not bool:
                 return self._send(400, b'{"error": "logprobs must be of type bool"}')
-            prompt, tokens, logprobs, tops, pieces, finish = fake.answer(body)
+            prompt, tokens, logprobs, tops, pieces, finish, crowded = fake.answer(body)
             completion = len(tokens) + ("usage" in fake.faults)
             usage = {"prompt_tokens": prompt, "completion_tokens": completion,
                      "total_tokens": prompt + completion}
             answer = _mlx_answer if fake.dialect == "mlx" else _openai_answer
             choices, events = answer(body, fake.faults, tokens, logprobs, tops, pieces, finish)
+            peaks = {"peaks": 2 if crowded else 1, "serial": 1, "bad-peaks": "many"}
+            for fault, peak in peaks.items():
+                if fault in fake.faults:
+                    choices[0]["batchlab"] = {"peak_decode_rows": peak}
             if not body.get("stream"):
                 return self._send(200, json.dumps({"choices": choices, "usage": usage}).encode())
             events.append({"choices": [], "usage": usage})

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import queue
+import time
 
 import httpx2
 from serve_live import MODEL, client, live_server
@@ -47,6 +48,28 @@ def test_admission_holds_rows_that_would_exceed_the_kv_budget():
     assert [len(t) for t, _ in results] == [6, 6, 6]
     assert engine.stats().peak_decoding == 2
     assert results[0][0] == oracle_greedy(MODEL, [3, 4, 5, 6], 6)[0]
+
+
+def test_each_job_records_whom_its_row_decoded_beside():
+    engine = _engine(None)
+    # queued before the thread starts: admitted together, they decode as one batch
+    queues = [queue.Queue(), queue.Queue()]
+    together = [engine.submit({"prompt": [3, 4, 5], "max_tokens": n, "sampling": GREEDY},
+                              q.put) for n, q in zip((4, 7), queues)]
+    engine.start()
+    try:
+        for q in queues:
+            _drain(q)
+        alone = engine.submit({"prompt": [9, 8, 7], "max_tokens": 3, "sampling": GREEDY},
+                              queue.Queue().put)
+        while not alone.finished:
+            time.sleep(0.01)
+    finally:
+        engine.close()
+    short, long = together
+    assert (short.peak_rows, short.shared_steps) == (2, 4)
+    assert (long.peak_rows, long.shared_steps) == (2, 4)  # its last 3 tokens came alone
+    assert (alone.peak_rows, alone.shared_steps) == (1, 0)
 
 
 def test_a_request_that_can_never_fit_is_refused_with_the_numbers():

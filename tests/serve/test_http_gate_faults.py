@@ -53,6 +53,36 @@ def test_each_seeded_fault_fails_its_check(fault, failing):
         assert says in got[name][1], got[name]
 
 
+def test_a_server_that_says_whom_the_needle_decoded_beside_passes_with_it():
+    with FakeServer(frozenset({"peaks"})) as fake:
+        results, _ = run_checks(Api(url=fake.url, timeout_s=20), model="llama", served=None,
+                                checks=("needle",), matrix=DEFAULT_HTTP_MATRIX,
+                                goldens=DEFAULT_GOLDENS, trials=2, fillers=3)
+    (needle,) = results
+    assert (needle.status, needle.difference) == ("PASS", "")
+    assert "largest decode batch per trial, as the server saw it [2, 2]" in needle.compared
+
+
+def test_a_server_that_decodes_the_needle_alone_is_unsupported_not_a_pass():
+    # the vacuous pass: bit-equal answers, because nothing shared a batch with the needle
+    with FakeServer(frozenset({"serial"})) as fake:
+        got = check(fake.url)
+        sent = fake.started
+    assert got["needle"] == (
+        "UNSUPPORTED", "the server decoded the needle alone in every trial (4 tries each): "
+        "batch invariance was not tested; give the server a larger batch or more --fillers")
+    assert got["alone"][0] == got["consistency"][0] == "PASS"
+    # each of the 2 trials sent 4 times (needle and 3 fillers), beside the rest
+    assert sent >= 2 * 4 * 4
+
+
+def test_a_needle_batch_report_that_is_not_a_count_is_an_error():
+    with FakeServer(frozenset({"bad-peaks"})) as fake:
+        got = check(fake.url)
+    assert got["needle"][0] == "ERROR"
+    assert "choices[0].batchlab.peak_decode_rows is not a positive integer" in got["needle"][1]
+
+
 def test_a_server_that_answers_garbage_is_error():
     with FakeServer(frozenset({"garbage"})) as fake:
         got = check(fake.url)
