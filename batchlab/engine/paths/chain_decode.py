@@ -93,7 +93,7 @@ class RowChain:
     def __init__(self, model: nn.Module):
         self.model = model
         self.head_norms = flat_decode.FAMILIES[type(model).__module__]
-        self.attention = sys.modules[type(model).__module__].scaled_dot_product_attention
+        self.family = sys.modules[type(model).__module__]
         self.layers = [ChainLayer.of(layer) for layer in model.model.layers]
         self.embed = model.model.embed_tokens
         self.norm = model.model.norm
@@ -108,7 +108,8 @@ class RowChain:
         """The logits ``(1, V)`` of one decode step of the row's token ``tokens`` ``(1,)``."""
         h = self.embed(tokens)
         mask = caches[0].make_mask(1)
-        attention = self.attention
+        # looked up each step, as flat_decode does: attention_dispatch may replace it
+        attention = self.family.scaled_dot_product_attention
         # every layer holds the same tokens, so the same offset: one rotation a step
         rotate = (None if self.inv_freq is None
                   else row_chain.rotation(caches[0].offset, self.inv_freq))
