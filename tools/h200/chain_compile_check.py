@@ -1,19 +1,18 @@
 """Compile ``row_chain``'s kernels with NVRTC as ``mx.fast.cuda_kernel`` would (no GPU
-needed), at the real models' and the CUDA zoo's shapes, then ``ptxas -v`` for registers
-and spills (``looped_compile_check.py``'s tools and its docstring's setup).
+needed), at the real models' and the CUDA zoo's shapes, then ``ptxas -v`` for registers,
+spills and stack (``looped_compile_check.py``'s tools and its docstring's setup).
 
     python3 -m tools.h200.chain_compile_check   (from the project root)
 """
 
 from __future__ import annotations
 
-import re
 import sys
 
 import mlx.core as mx
 
 from batchlab.engine.kernels import row_chain as rc
-from tools.h200.looped_compile_check import CUDA_TYPES, PRELUDE, Nvrtc, find, ptxas_usage
+from tools.h200.looped_compile_check import CUDA_TYPES, PRELUDE, Nvrtc, compile_and_report, find
 
 # (name, hidden, head dim, query heads, KV heads, intermediate)
 SHAPES = [("llama-3.2-1b", 2048, 64, 32, 8, 8192), ("qwen3-0.6b", 1024, 128, 16, 8, 3072),
@@ -66,19 +65,8 @@ def main() -> int:
         return 2
     nv = Nvrtc(nvrtc)
     opts = ["--gpu-architecture=compute_90a", "--std=c++17", f"-I{include}"]
-    failures = spills = total = 0
-    for tag, src in compiles():
-        ok, log, ptx = nv.ptx(src, opts)
-        total += 1
-        if not ok:
-            failures += 1
-            print(f"{tag}: COMPILE FAILED\n{log[:3000]}", flush=True)
-            continue
-        usage = ptxas_usage(ptxas, ptx) if ptxas else "ptx ok (no ptxas)"
-        # a stack frame is allowed: cos / sin's slow range reduction (RoPE) keeps one
-        bad = bool(ptxas) and ("FAILED" in usage or not re.search(r"spill 0/0", usage))
-        spills += bad
-        print(f"{tag}: {usage}{'  <-- SPILLS / STACK' if bad else ''}", flush=True)
+    # no stack frame: norm_qkv reads RoPE's cos / sin, made outside it (row_chain.rotation)
+    total, failures, spills = compile_and_report(nv, opts, ptxas, compiles())
     print(f"{total} compiled, {failures} failed, {spills} with spills, a stack frame or "
           "ptxas failures")
     return 0 if failures == 0 and spills == 0 else 1

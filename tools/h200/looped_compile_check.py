@@ -115,6 +115,26 @@ def ptxas_usage(ptxas: str, ptx: str) -> str:
             f"smem {smem.group(1) if smem else 0}")
 
 
+def compile_and_report(nv: Nvrtc, opts: list[str], ptxas: str | None, compiles,
+                       allowed_stack: bool = False) -> tuple[int, int, int]:
+    """Compile each (tag, source), print its registers, spills and stack, and return
+    (compiled, failed, spilled or with a stack frame, unless ``allowed_stack``)."""
+    failures = spills = total = 0
+    clean = r"spill 0/0" if allowed_stack else r"stack 0 spill 0/0"
+    for tag, src in compiles:
+        ok, log, ptx = nv.ptx(src, opts)
+        total += 1
+        if not ok:
+            failures += 1
+            print(f"{tag}: COMPILE FAILED\n{log[:3000]}", flush=True)
+            continue
+        usage = ptxas_usage(ptxas, ptx) if ptxas else "ptx ok (no ptxas)"
+        bad = bool(ptxas) and ("FAILED" in usage or not re.search(clean, usage))
+        spills += bad
+        print(f"{tag}: {usage}{'  <-- SPILLS / STACK' if bad else ''}", flush=True)
+    return total, failures, spills
+
+
 def combos():
     """(dtype, D, G) as ``fits`` admits them: G * D / 32 <= MAX_STATE."""
     for dtype in CUDA_TYPES:
@@ -147,7 +167,7 @@ def main() -> int:
         return 2
     nv = Nvrtc(args.nvrtc)
     opts = ["--gpu-architecture=compute_90a", "--std=c++17", f"-I{args.include}"]
-    failures = spills = total = 0
+    counts = [0, 0, 0]  # compiled, failed, with spills or a stack frame
     for layout in args.layouts.split(","):
         for dtype, dim, group in combos():
             ctype, size = CUDA_TYPES[dtype]
@@ -217,18 +237,9 @@ def main() -> int:
                     f"{layout:6s} {dtype:8s} D={dim:3d} G={group} W={warps:2d} U={unroll} "
                     f"P={prefetch} R={ring} H={int(split)} dyn-smem {shared:6d}",
                     wrap(f"k_{layout}", header, source, ctype, consts)))
-            for tag, src in compiles:
-                ok, log, ptx = nv.ptx(src, opts)
-                total += 1
-                if not ok:
-                    failures += 1
-                    print(f"{tag}: COMPILE FAILED\n{log[:3000]}", flush=True)
-                    continue
-                usage = ptxas_usage(args.ptxas, ptx) if args.ptxas else "ptx ok (no ptxas)"
-                bad = ("FAILED" in usage or not re.search(r"stack 0 spill 0/0", usage)) \
-                    if args.ptxas else False
-                spills += bad
-                print(f"{tag}: {usage}{'  <-- SPILLS / STACK' if bad else ''}", flush=True)
+            counts = [a + b for a, b in zip(counts, compile_and_report(
+                nv, opts, args.ptxas, compiles), strict=True)]
+    total, failures, spills = counts
     print(f"{total} compiled, {failures} failed, {spills} with spills, a stack frame or "
           "ptxas failures")
     return 0 if failures == 0 and spills == 0 else 1

@@ -20,6 +20,21 @@
 set -u
 R=$OUT/c$1 TAG=c$1
 source tools/h200/bench-lib.sh
+# the kernels' accuracy, Nsight over every slice count, the 1B B=1 benches on and off
+# (parts 5 and 6: part 5 printed the whole probe log, 6 its verdicts)
+kernels_slices_benches() {  # Nsight's timeout
+  timeout 150 python3 tools/h200/chain_probe.py kernels > $R/probe-kernels.log 2>&1
+  echo "== chain_probe kernels: exit $?"; tail -3 $R/probe-kernels.log; pack
+  NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda*/bin/ncu 2>/dev/null | head -1)
+  timeout $1 $NCU --kernel-name regex:batchlab_row_chain --clock-control none \
+    --cache-control none --metrics gpu__time_duration.sum --csv --page raw \
+    python3 tools/h200/chain_probe.py slices > $R/ncu-slices.csv 2> $R/ncu-slices.err
+  echo "== ncu slices: exit $?"; tail -2 $R/ncu-slices.err
+  python3 tools/h200/ncu_summary.py $R/ncu-slices.csv "row chain slices, 5 calls each" 40 \
+    | tee $R/ncu-slices.txt; pack
+  bench 1b-chain BATCHLAB_FAST_CHAIN=1 llama-3.2-1b 1 fast 3 150
+  bench 1b-plain BATCHLAB_FAST_CHAIN=0 llama-3.2-1b 1 fast 3 150
+}
 case "$1" in
 1) for part in kernels time fast; do
      timeout 240 python3 tools/h200/chain_probe.py $part > $R/probe-$part.log 2>&1
@@ -46,33 +61,13 @@ case "$1" in
    bench 8b-chain BATCHLAB_FAST_CHAIN=1 llama-3.1-8b 1 fast 3 200
    ncu_step 1b-chain BATCHLAB_FAST_CHAIN=1 llama-3.2-1b 1 fast 2 200 ;;
 3) bash tools/h200/s44-next.sh 1; bash tools/h200/s44-next.sh 4 ;;
-5) timeout 150 python3 tools/h200/chain_probe.py kernels > $R/probe-kernels.log 2>&1
-   echo "== chain_probe kernels: exit $?"; cat $R/probe-kernels.log; pack
-   NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda*/bin/ncu 2>/dev/null | head -1)
-   timeout 200 $NCU --kernel-name regex:batchlab_row_chain --clock-control none \
-     --cache-control none --metrics gpu__time_duration.sum --csv --page raw \
-     python3 tools/h200/chain_probe.py slices > $R/ncu-slices.csv 2> $R/ncu-slices.err
-   echo "== ncu slices: exit $?"; tail -2 $R/ncu-slices.err
-   python3 tools/h200/ncu_summary.py $R/ncu-slices.csv "row chain slices, 5 calls each" 40 \
-     | tee $R/ncu-slices.txt; pack
-   bench 1b-chain BATCHLAB_FAST_CHAIN=1 llama-3.2-1b 1 fast 3 150
-   bench 1b-plain BATCHLAB_FAST_CHAIN=0 llama-3.2-1b 1 fast 3 150
+5) kernels_slices_benches 200
    bench 1b-chain2 BATCHLAB_FAST_CHAIN=1 llama-3.2-1b 1 fast 3 150
    BATCHLAB_FAST_CHAIN=1 timeout 120 python3 -m batchlab bench profile --model llama-3.2-1b \
      --batch 1 --prompt-len 128 --gen-len 128 --paths fast --repeats 3 --out $R/prof-1 \
      > $R/prof-1.log 2>&1
    echo "== profile chain=1: exit $?"; grep -E "^\| 1 \|" $R/prof-1.log; pack ;;
-6) timeout 150 python3 tools/h200/chain_probe.py kernels > $R/probe-kernels.log 2>&1
-   echo "== chain_probe kernels: exit $?"; tail -3 $R/probe-kernels.log; pack
-   NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda*/bin/ncu 2>/dev/null | head -1)
-   timeout 150 $NCU --kernel-name regex:batchlab_row_chain --clock-control none \
-     --cache-control none --metrics gpu__time_duration.sum --csv --page raw \
-     python3 tools/h200/chain_probe.py slices > $R/ncu-slices.csv 2> $R/ncu-slices.err
-   echo "== ncu slices: exit $?"; tail -2 $R/ncu-slices.err
-   python3 tools/h200/ncu_summary.py $R/ncu-slices.csv "row chain slices, 5 calls each" 40 \
-     | tee $R/ncu-slices.txt; pack
-   bench 1b-chain BATCHLAB_FAST_CHAIN=1 llama-3.2-1b 1 fast 3 150
-   bench 1b-plain BATCHLAB_FAST_CHAIN=0 llama-3.2-1b 1 fast 3 150 ;;
+6) kernels_slices_benches 150 ;;
 7) bash tools/h200/s44-next.sh 1
    R=$OUT/c7 TAG=c7; source tools/h200/bench-lib.sh
    timeout 150 python3 tools/h200/row_gqa_probe.py > $R/row-gqa.log 2>&1

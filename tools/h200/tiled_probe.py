@@ -121,9 +121,27 @@ def by_row(emissions) -> dict:
     return rows
 
 
+def against(base_run, our_run) -> str:
+    """Two runs' emissions compared row by row up to each row's first different token:
+    the steps compared, their largest and mean KL, and the share with the same top-1."""
+    from batchlab.judging.kl import normalized
+
+    base, ours = by_row(base_run), by_row(our_run)
+    kls, top1, steps = [], 0, 0
+    for row, steps_ours in ours.items():
+        for (tok, lp), (tok_b, lp_b) in zip(steps_ours, base.get(row, ())):
+            a, b = normalized(lp_b), normalized(lp)
+            kls.append(float(np.sum(np.exp(a) * (a - b))))
+            top1 += int(np.argmax(lp) == np.argmax(lp_b))
+            steps += 1
+            if tok != tok_b:
+                break
+    return (f"row by row to the first different token: {steps} steps, max KL "
+            f"{max(kls):.3g}, mean {np.mean(kls):.3g}, same top-1 {top1 / steps:.1%}")
+
+
 def fast_part() -> bool:
     from batchlab.bench.shapes import load_model
-    from batchlab.judging.kl import normalized
 
     ok_all = True
     for name in ("llama-3.1-8b@L3", "llama-3.2-1b@L3"):
@@ -134,21 +152,10 @@ def fast_part() -> bool:
             runs[label] = run_fast(loaded.model, "1", 256, 64, 300, loaded.vocab_size)
         gd.TILED = False
         repeat = runs["tiled"] == runs["tiled again"]
-        base, ours = by_row(runs["looped"]), by_row(runs["tiled"])
-        kls, top1, steps = [], 0, 0
-        for row, steps_ours in ours.items():
-            for (tok, lp), (tok_b, lp_b) in zip(steps_ours, base.get(row, ())):
-                a, b = normalized(lp_b), normalized(lp)
-                kls.append(float(np.sum(np.exp(a) * (a - b))))
-                top1 += int(np.argmax(lp) == np.argmax(lp_b))
-                steps += 1
-                if tok != tok_b:
-                    break
         ok_all &= repeat
         print(f"fast {name} B=256: {len(runs['tiled'])} emissions; against looped's, "
-              f"row by row to the first different token: {steps} steps, max KL "
-              f"{max(kls):.3g}, mean {np.mean(kls):.3g}, same top-1 {top1 / steps:.1%}; "
-              f"tiled twice the same bytes: {repeat}", flush=True)
+              f"{against(runs['looped'], runs['tiled'])}; tiled twice the same bytes: "
+              f"{repeat}", flush=True)
     print(f"TILED FAST REPEAT {'yes' if ok_all else 'no'}", flush=True)
     return ok_all
 
