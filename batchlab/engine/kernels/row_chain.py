@@ -263,17 +263,17 @@ KERNELS = {  # name: (inputs, outputs, source)
 }
 
 
-def fits(dtype: mx.Dtype, k: int) -> bool:
+def fits(dtype: mx.Dtype, k: int) -> bool:  # not gated: gpu only
     """Whether an input of ``k`` elements of ``dtype`` is whole 16-byte chunks."""
     return k % (16 // dtype.size) == 0
 
 
-def stages(dtype: mx.Dtype, k: int) -> bool:
+def stages(dtype: mx.Dtype, k: int) -> bool:  # not gated: gpu only
     """Whether a normalised input of ``k`` elements fits the block's shared memory."""
     return k * dtype.size <= MAX_STAGED_BYTES
 
 
-def slices_for(units: int, k: int, dtype: mx.Dtype) -> int:
+def slices_for(units: int, k: int, dtype: mx.Dtype) -> int:  # not gated: gpu only
     """Warps a pair of rows (a slice of K each): the largest power of two up to ``WARPS``
     that keeps the launch within ``TARGET_WARPS`` and gives every warp a chunk a lane."""
     chunks = k // (16 // dtype.size)
@@ -309,12 +309,12 @@ def _launch(name: str, inputs: list, template: tuple, units: int, k: int, shapes
                          **_launch_arguments(dtype, k, units, template, shapes, slices))
 
 
-def scalar(value: float) -> mx.array:
+def scalar(value: float) -> mx.array:  # not gated: gpu only
     """A float32 array of one value: a kernel input, so a new value compiles nothing."""
     return mx.array([value], dtype=mx.float32)
 
 
-def rope_inverse_frequencies(rope) -> mx.array | None:
+def rope_inverse_frequencies(rope) -> mx.array | None:  # not gated: gpu only
     """The float32 angle per position of each RoPE pair, for ``norm_qkv``; ``None`` where
     the module is not one this kernel reproduces (traditional RoPE, partial rotation, a
     scaled output): the caller rotates with the module then."""
@@ -332,7 +332,8 @@ def rope_inverse_frequencies(rope) -> mx.array | None:
     return None
 
 
-def rotation(offset: mx.array, inv_freq: mx.array) -> tuple[mx.array, mx.array]:
+def rotation(offset: mx.array,  # not gated: gpu only
+             inv_freq: mx.array) -> tuple[mx.array, mx.array]:
     """The cosines and sines of a row's RoPE angles (``offset`` ``(1,)``), made once a step
     for every layer: MLX's RoPE kernel takes ``cos`` / ``sin`` of ``offset * inv_freq``
     in float32; inside ``norm_qkv`` they kept a stack frame and slowed every call

@@ -30,7 +30,7 @@ PROJECTIONS = (("self_attn", "q_proj"), ("self_attn", "k_proj"), ("self_attn", "
                ("mlp", "down_proj"))
 
 
-def unsupported_reason(model: nn.Module) -> str | None:
+def unsupported_reason(model: nn.Module) -> str | None:  # not gated: gpu only
     """Why the chain cannot run ``model``'s decode (None: it can)."""
     if not flat_decode.supports(model):
         return "not a llama or qwen3 model with full attention on every layer"
@@ -75,7 +75,7 @@ class ChainLayer:
     w_down: mx.array
 
     @classmethod
-    def of(cls, layer: nn.Module) -> ChainLayer:
+    def of(cls, layer: nn.Module) -> ChainLayer:  # not gated: gpu only
         attn, mlp = layer.self_attn, layer.mlp
         dim = attn.q_proj.weight.shape[0] // attn.n_heads
         return cls(attn, (attn.n_heads, attn.n_kv_heads, dim), layer.input_layernorm.weight,
@@ -90,7 +90,7 @@ class RowChain:
     """One row's decode forward through ``row_chain``, built once per scheduler (it keeps
     the weights it was built with: a model updated later needs a new scheduler)."""
 
-    def __init__(self, model: nn.Module):
+    def __init__(self, model: nn.Module):  # not gated: gpu only
         self.model = model
         self.head_norms = flat_decode.FAMILIES[type(model).__module__]
         self.family = sys.modules[type(model).__module__]
