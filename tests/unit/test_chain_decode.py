@@ -15,10 +15,10 @@ from mlx import nn
 from mlx_lm.models import gemma, llama
 from mlx_lm.models.activations import swiglu
 from mlx_lm.models.rope_utils import initialize_rope
+from test_flat_decode import COMMON, emissions, tiny
 
 from batchlab.engine.kernels import row_chain
 from batchlab.engine.paths import chain_decode
-from tests.unit.test_flat_decode import COMMON, emissions, tiny
 
 
 def _module_ops(monkeypatch, model: nn.Module) -> None:
