@@ -1,7 +1,8 @@
 # Issue 28, for the eighteenth round's first machine (prepared in the seventeenth, not yet
 # run): what the seventeenth round's device time did not reach.
 #   1. cuda-repeat.toml's llama-h32 B=64 cells with sampling and through the history
-#      script (added in the sixteenth round; they pass on the CPU), --live --repeat;
+#      script, --live --repeat (run at the seventeenth round's end: 8/8,
+#      reports/bench/cuda-sm90/issue28-chain/s45-8/; again after engine changes);
 #   2. item 1: invariant against l1 at 8B B=256 with the GQA row kernel one key ahead
 #      (the default) and four, in one process each, interleaved: the seventeenth round
 #      ran only U=4 (31.9 ms/step against l1's 25.8), so U's gain in the step is unknown;
