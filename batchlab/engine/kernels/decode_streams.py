@@ -110,6 +110,8 @@ def merge_streams(per_lane: str) -> str:
 
 @functools.cache
 def scale_array(scale: float) -> mx.array:  # not gated: gpu only
+    """A float32 array of one value, evaluated: a kernel's float argument (the attention's
+    scale, a norm's eps) as an input, so a new value compiles nothing."""
     arr = mx.array([scale], dtype=mx.float32)
     mx.eval(arr)
     return arr

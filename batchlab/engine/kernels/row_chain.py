@@ -309,11 +309,6 @@ def _launch(name: str, inputs: list, template: tuple, units: int, k: int, shapes
                          **_launch_arguments(dtype, k, units, template, shapes, slices))
 
 
-def scalar(value: float) -> mx.array:  # not gated: gpu only
-    """A float32 array of one value: a kernel input, so a new value compiles nothing."""
-    return mx.array([value], dtype=mx.float32)
-
-
 def rope_inverse_frequencies(rope) -> mx.array | None:  # not gated: gpu only
     """The float32 angle per position of each RoPE pair, for ``norm_qkv``; ``None`` where
     the module is not one this kernel reproduces (traditional RoPE, partial rotation, a

@@ -23,6 +23,7 @@ import mlx.core as mx
 from mlx import nn
 
 from batchlab.engine.kernels import row_chain
+from batchlab.engine.kernels.decode_streams import scale_array
 from batchlab.engine.paths import flat_decode
 
 PROJECTIONS = (("self_attn", "q_proj"), ("self_attn", "k_proj"), ("self_attn", "v_proj"),
@@ -79,10 +80,10 @@ class ChainLayer:
         attn, mlp = layer.self_attn, layer.mlp
         dim = attn.q_proj.weight.shape[0] // attn.n_heads
         return cls(attn, (attn.n_heads, attn.n_kv_heads, dim), layer.input_layernorm.weight,
-                   row_chain.scalar(layer.input_layernorm.eps), attn.q_proj.weight,
+                   scale_array(layer.input_layernorm.eps), attn.q_proj.weight,
                    attn.k_proj.weight, attn.v_proj.weight, attn.o_proj.weight,
                    layer.post_attention_layernorm.weight,
-                   row_chain.scalar(layer.post_attention_layernorm.eps),
+                   scale_array(layer.post_attention_layernorm.eps),
                    mlp.gate_proj.weight, mlp.up_proj.weight, mlp.down_proj.weight)
 
 
@@ -114,11 +115,10 @@ class RowChain:
         rotate = (None if self.inv_freq is None
                   else row_chain.rotation(caches[0].offset, self.inv_freq))
         for lay, cache in zip(self.layers, caches, strict=True):
-            offset = cache.offset
             queries, keys, values = row_chain.norm_qkv(
                 h, lay.input_norm, lay.input_eps, lay.wq, lay.wk, lay.wv, lay.heads, rotate)
-            if rotate is None:
-                attn = lay.attn
+            if rotate is None:  # the module rotates (qwen3's head norms come first)
+                attn, offset = lay.attn, cache.offset
                 if self.head_norms:
                     queries, keys = attn.q_norm(queries), attn.k_norm(keys)
                 queries = attn.rope(queries, offset=offset)
