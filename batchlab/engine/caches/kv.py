@@ -171,6 +171,17 @@ class BatchKV(LeftPaddedKV):
         self.values[..., prev : self._idx, :] = values
         return self.keys_and_values()
 
+    def room_for_one(self) -> None:
+        """Grow as ``update_and_fetch`` would before one more column, for a step that
+        writes the column itself (the compiled path, fast's one-kernel step)."""
+        if self._idx + 1 > self.keys.shape[2]:  # full
+            self._grow(self.keys[..., :1, :], self.values[..., :1, :])
+
+    def wrote_one(self) -> None:
+        """Count the column such a step wrote, as ``update_and_fetch`` would."""
+        self._idx += 1
+        self.offset_ints.shift(1)
+
     def _grow(self, keys: mx.array, values: mx.array) -> None:
         """Add ceil(n / 256) * 256 zero columns; a partly used tail is cut first."""
         B, H, n, _ = keys.shape

@@ -92,8 +92,7 @@ class CompiledScheduler(Scheduler):
 
     def _decode_logprobs(self, inputs: mx.array, caches: list) -> mx.array:
         for c in caches:
-            if c._idx + 1 > c.keys.shape[2]:  # full: grow, as update_and_fetch would
-                c._grow(c.keys[..., :1, :], c.values[..., :1, :])
+            c.room_for_one()
         widths = {c.keys.shape[2] for c in caches}
         if len(widths) != 1:  # not gated: misuse
             raise RuntimeError(f"layer key buffers differ in width ({sorted(widths)})")
@@ -104,8 +103,7 @@ class CompiledScheduler(Scheduler):
                                                left_padding, *buffers)
         for i, c in enumerate(caches):
             c.keys, c.values = buffers[2 * i], buffers[2 * i + 1]
-            c._idx += 1
-            c.offset_ints.shift(1)
+            c.wrote_one()
         return logprobs
 
 

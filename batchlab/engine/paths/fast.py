@@ -33,6 +33,11 @@ product with the vector ops around it (``chain_decode.py``, ``kernels/row_chain.
 another summing order, judged by the same KL gate. It is opt-in: on the H200 it flipped
 one near-tied top-1 on a tiny model's gate cell and shortened no step beyond the host's
 noise (reports/bench/cuda-sm90/issue28-chain/).
+``BATCHLAB_FAST_PERSISTENT=1`` (CUDA) makes a step of one row one kernel for all the
+layers, its blocks meeting at a grid barrier between a layer's phases
+(``persistent_decode.py``, ``kernels/row_step.py``): the host launches ~6 kernels a step.
+Judged by the same KL gate; opt-in until the H200 shows it pays
+(reports/bench/cuda-sm90/issue28-persistent/).
 ``BATCHLAB_FAST_PRETRANSPOSE=1`` runs a clone of the model whose projections keep ``W.T``
 made once (``pretransposed.py``: one node fewer per projection, the same operands and
 kernel); opt-in until an H200 run shows its bits unchanged (``pretranspose_probe.py``).
@@ -58,7 +63,7 @@ from batchlab.engine.core.factory import BatchCaches
 from batchlab.engine.core.sampler import GREEDY, SamplingParams
 from batchlab.engine.core.scheduler import Scheduler, log_softmax
 from batchlab.engine.kernels.attention_dispatch import install_dispatch
-from batchlab.engine.paths import chain_decode, flat_decode
+from batchlab.engine.paths import chain_decode, flat_decode, persistent_decode
 from batchlab.engine.paths.fused_projections import (
     ONE_ROW_GROUPS,
     QKV,
@@ -117,9 +122,17 @@ class FastScheduler(Scheduler):
         if (on_cuda() and _switched_on(CHAIN_ENV)
                 and chain_decode.unsupported_reason(self.model) is None):  # not gated: gpu only
             self._chain = chain_decode.RowChain(self.model)
+        self._row_step = None
+        persistent = persistent_decode
+        if (on_cuda() and _switched_on(persistent.PERSISTENT_ENV)
+                and persistent.unsupported_reason(self.model) is None):  # not gated: gpu only
+            self._row_step = persistent_decode.RowStep(self.model)
 
     def _decode_logprobs(self, inputs: mx.array, caches: list) -> mx.array:
         rows = inputs.shape[0]
+        step = self._row_step
+        if rows == 1 and step is not None and step.runs(caches):  # not gated: gpu only
+            return log_softmax(step.logits(inputs, caches))
         if rows == 1 and self._chain is not None:  # not gated: gpu only
             return log_softmax(self._chain.logits(inputs, caches))
         if rows == 1 and self._fuse_one_row:

@@ -1,0 +1,514 @@
+"""One decode row's whole forward, every layer, as one persistent kernel (CUDA): ``fast``'s
+step of one row, opt-in.
+
+A decode step of one row is bound by the host on the H200, and a custom kernel costs the
+host about what two MLX ops cost (reports/bench/cuda-sm90/issue28-chain/): folding a
+layer into four kernels (``row_chain``) left the step where it was. Here the host makes
+one call for all the layers. The kernel's blocks all stay resident (one per SM) and meet
+at a grid barrier between the phases of a layer:
+
+1. RMS norm of the hidden state, then the q, k and v products (each warp two rows); v
+   goes into the cache at the write column;
+2. attention: a warp per query head and slice of the keys (``MAX_SPLITS`` at most), its
+   query and the new key normalised (qwen3's head norms) and rotated by RoPE as it loads
+   them; the new key goes into the cache; each warp leaves its softmax partials;
+3. every block merges the partials into the attention's output, then o_proj and the
+   residual add (each warp two rows);
+4. RMS norm, gate and up, ``silu(gate) * up``;
+5. down_proj and the residual add.
+
+The cache is written in place: its key and value buffers are inputs, and the column the
+step writes is one no view the engine holds covers yet (``BatchKV.room_for_one``). The
+buffers must be the cache's own row-contiguous arrays (``persistent_decode`` makes sure):
+MLX would hand a kernel a copy of a strided view, and the write would be lost.
+
+Every product, norm, RoPE and residual rounds to the model's dtype where MLX's op rounds;
+the sums' order and the attention's float path are the kernel's own, so ``fast`` on a GPU
+stays judged by KL against the oracle.
+
+The grid barrier needs every block resident at once: ``BLOCKS`` blocks of 256 threads
+with at most 48 KiB of shared memory fit any GPU with that many SMs or half as many.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+
+import mlx.core as mx
+
+from batchlab.engine.kernels.row_chain import HEADER as CHAIN_HEADER
+from batchlab.engine.kernels.row_chain import LOADS
+
+WARPS = 8  # warps a block
+THREADS = 32 * WARPS
+MAX_SPLITS = 32  # slices of the keys a query head's attention is split into, at most
+KEYS_A_SPLIT = 64  # keys a slice aims for: fewer slices below 64 * MAX_SPLITS keys
+SHARED_BYTES = 48 * 1024  # a block's static shared memory, at most
+BLOCKS_ENV = "BATCHLAB_ROW_STEP_BLOCKS"
+BLOCKS = 132  # the H200's SMs: one resident block each
+
+# per layer, in order; qwen3 adds its head norms before the cache
+LAYER_INPUTS = ("in_norm", "wq", "wk", "wv", "wo", "post_norm", "wg", "wu", "wd")
+HEAD_NORM_INPUTS = ("q_norm", "k_norm")
+CACHE_INPUTS = ("keys", "values")
+INPUTS = ("h_in", "meta", "barrier", "consts", "inv_freq")  # then each layer's
+OUTPUTS = ("h", "qkv", "act", "part")
+INPUT_TYPES = {"meta": "int32_t", "barrier": "uint32_t", "consts": "float",
+               "inv_freq": "float"}
+
+HEADER = CHAIN_HEADER + """
+// Data other blocks wrote in this launch is read through L2 (ld.global.cg), never a
+// stale L1 line.
+template <typename T>
+__device__ __forceinline__ Vec16<T> load_fresh(const Vec16<T>* p) {
+    Vec16<T> r;
+    unsigned* u = reinterpret_cast<unsigned*>(&r);
+    asm volatile("ld.global.cg.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(u[0]), "=r"(u[1]), "=r"(u[2]), "=r"(u[3]) : "l"(p) : "memory");
+    return r;
+}
+
+template <typename T>
+__device__ __forceinline__ float load_fresh(const T* p) {
+    if constexpr (sizeof(T) == 2) {
+        unsigned short u;
+        asm volatile("ld.global.cg.u16 %0, [%1];" : "=h"(u) : "l"(p) : "memory");
+        return static_cast<float>(*reinterpret_cast<const T*>(&u));
+    } else {
+        float r;
+        asm volatile("ld.global.cg.f32 %0, [%1];" : "=f"(r) : "l"(p) : "memory");
+        return r;
+    }
+}
+
+// Every block waits here until all have arrived; what a block wrote before it, every
+// block reads after it. bar[0] counts arrivals, bar[1] is the generation; the last block
+// in resets the count and moves the generation on, so the state is ready for the next
+// barrier and the next launch. Call from every thread.
+__device__ __forceinline__ void grid_barrier(unsigned* bar) {
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        unsigned gen;
+        asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(gen) : "l"(bar + 1) : "memory");
+        __threadfence();
+        if (atomicAdd(bar, 1u) == gridDim.x - 1) {
+            atomicExch(bar, 0u);
+            __threadfence();
+            asm volatile("st.release.gpu.global.u32 [%0], %1;" :: "l"(bar + 1), "r"(gen + 1)
+                         : "memory");
+        } else {
+            unsigned now;
+            do {
+                asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(now) : "l"(bar + 1)
+                             : "memory");
+            } while (now == gen);
+        }
+        __threadfence();
+    }
+    __syncthreads();
+}
+
+// x (N elements another block may have written) normalised as MLX's rms_norm rounds it,
+// w * T(x * rsqrt(mean(x^2) + eps)), into shared memory. Call from every thread.
+template <typename T, int N>
+__device__ __forceinline__ void stage_norm_fresh(const T* x, const T* nw, float eps, T* xs,
+                                                 float* red) {
+    constexpr int VE = 16 / sizeof(T);
+    constexpr int NCH = N / VE;
+    const Vec16<T>* xv = reinterpret_cast<const Vec16<T>*>(x);
+    const Vec16<T>* wv = reinterpret_cast<const Vec16<T>*>(nw);
+    Vec16<T>* sv = reinterpret_cast<Vec16<T>*>(xs);
+    float ss = 0.0f;
+    for (int c = threadIdx.x; c < NCH; c += blockDim.x) {
+        const Vec16<T> v = load_fresh(xv + c);
+#pragma unroll
+        for (int e = 0; e < VE; ++e) {
+            const float t = static_cast<float>(v.v[e]);
+            ss += t * t;
+        }
+    }
+    ss = warp_sum(ss);
+    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = ss;
+    __syncthreads();
+    float total = 0.0f;
+    for (int w = 0; w < (int)(blockDim.x >> 5); ++w) total += red[w];
+    const float rs = rsqrtf(total / N + eps);
+    for (int c = threadIdx.x; c < NCH; c += blockDim.x) {
+        Vec16<T> v = load_fresh(xv + c);
+        const Vec16<T> w = wv[c];
+#pragma unroll
+        for (int e = 0; e < VE; ++e) {
+            const T y = static_cast<T>(static_cast<float>(v.v[e]) * rs);
+            v.v[e] = static_cast<T>(static_cast<float>(w.v[e]) * static_cast<float>(y));
+        }
+        sv[c] = v;
+    }
+    __syncthreads();
+}
+
+// x (N elements another block may have written) into shared memory as it is.
+template <typename T, int N>
+__device__ __forceinline__ void stage_fresh(const T* x, T* xs) {
+    constexpr int NCH = N / (16 / sizeof(T));
+    const Vec16<T>* xv = reinterpret_cast<const Vec16<T>*>(x);
+    Vec16<T>* sv = reinterpret_cast<Vec16<T>*>(xs);
+    for (int c = threadIdx.x; c < NCH; c += blockDim.x) sv[c] = load_fresh(xv + c);
+    __syncthreads();
+}
+
+// One head of q or k (raw products in `raw`), lane l holding dims l + 32 j: normalised by
+// its head norm (qwen3) as MLX's rms_norm rounds it, then rotated as MLX's non-traditional
+// RoPE rounds it. Call from a whole warp.
+template <typename T, int D, bool QKN>
+__device__ __forceinline__ void load_head(const T* raw, const T* nw, float eps,
+                                          const float* cs, const float* sn, float* out) {
+    constexpr int VPT = D / 32;
+    const int lane = threadIdx.x & 31;
+    float x[VPT];
+#pragma unroll
+    for (int j = 0; j < VPT; ++j) x[j] = load_fresh(raw + lane + 32 * j);
+    if (QKN) {
+        float ss = 0.0f;
+#pragma unroll
+        for (int j = 0; j < VPT; ++j) ss += x[j] * x[j];
+        const float rs = rsqrtf(warp_sum(ss) / D + eps);
+#pragma unroll
+        for (int j = 0; j < VPT; ++j) {
+            const T y = static_cast<T>(x[j] * rs);
+            x[j] = static_cast<float>(static_cast<T>(
+                static_cast<float>(nw[lane + 32 * j]) * static_cast<float>(y)));
+        }
+    }
+#pragma unroll
+    for (int j = 0; j < VPT / 2; ++j) {
+        const int i = lane + 32 * j;
+        const float x1 = x[j];
+        const float x2 = x[j + VPT / 2];
+        out[j] = static_cast<float>(static_cast<T>(x1 * cs[i] - x2 * sn[i]));
+        out[j + VPT / 2] = static_cast<float>(static_cast<T>(x1 * sn[i] + x2 * cs[i]));
+    }
+}
+"""
+
+# Template constants: T, K (hidden), D (head dim), NQ, NKV, INTER, L (layers), NP
+# (inputs a layer), QKN (head norms), MAXS, LD. ``{table}`` is filled by ``source``.
+BODY = """
+    constexpr int W = 8;
+    const float NEG_INF = __int_as_float(0xff800000);
+    constexpr int HALF = D / 2;
+    constexpr int VPT = D / 32;
+    constexpr int VE = 16 / sizeof(T);
+    constexpr int QD = NQ * D;
+    constexpr int NQKV = (NQ + 2 * NKV) * D;
+    constexpr int GROUP = NQ / NKV;
+    constexpr int XS = K > QD ? (K > INTER ? K : INTER) : (QD > INTER ? QD : INTER);
+    __shared__ alignas(16) T xs[XS];
+    __shared__ float red[32];
+    __shared__ float qs[W][D];
+    __shared__ float cs[HALF];
+    __shared__ float sn[HALF];
+    __shared__ float wts[NQ * MAXS];
+    __shared__ const void* tab[L][NP];
+    if (threadIdx.x == 0) {
+{table}
+    }
+    const int lane = threadIdx.x & 31;
+    const int warp = threadIdx.x >> 5;
+    const int gwarp = blockIdx.x * W + warp;
+    const int nwarps = gridDim.x * W;
+    const int idx = meta[0];    // the write column
+    const int start = meta[1];  // the row's first key (its left padding)
+    const int pos = meta[2];    // the new token's RoPE position
+    const long long cap = meta[3];  // columns of the key and value buffers
+    const int cached = idx - start;
+    const int most = (nwarps / NQ) < MAXS ? (nwarps / NQ) : MAXS;
+    int splits = (cached + KEYS_A_SPLIT - 1) / KEYS_A_SPLIT;
+    splits = splits < 1 ? 1 : (splits > most ? most : splits);
+    const int chunk = (cached + splits - 1) / splits;
+    const float eps_in = consts[0];
+    const float eps_post = consts[1];
+    const float eps_qk = consts[2];
+    const float scale = consts[3];
+    unsigned* bar = const_cast<unsigned*>(barrier);
+    for (int i = threadIdx.x; i < HALF; i += blockDim.x) {
+        const float theta = static_cast<float>(pos) * inv_freq[i];
+        cs[i] = cosf(theta);
+        sn[i] = sinf(theta);
+    }
+    __syncthreads();
+    for (int layer = 0; layer < L; ++layer) {
+        const T* const* p = reinterpret_cast<const T* const*>(tab[layer]);
+        const T* in_norm = p[0];
+        const T* wq = p[1];
+        const T* wk = p[2];
+        const T* wv = p[3];
+        const T* wo = p[4];
+        const T* post_norm = p[5];
+        const T* wg = p[6];
+        const T* wu = p[7];
+        const T* wd = p[8];
+        const T* q_norm = QKN ? p[9] : nullptr;
+        const T* k_norm = QKN ? p[10] : nullptr;
+        T* kc = const_cast<T*>(p[NP - 2]);
+        T* vc = const_cast<T*>(p[NP - 1]);
+        const T* hsrc = layer == 0 ? h_in : h;
+
+        // 1. norm, q / k / v; v into the cache
+        stage_norm_fresh<T, K>(hsrc, in_norm, eps_in, xs, red);
+        for (int u = gwarp; u < NQKV / 2; u += nwarps) {
+            const int r0 = 2 * u;
+            const T* w = wq;
+            int rr = r0;
+            const bool value = r0 >= QD + NKV * D;
+            if (value) {
+                w = wv;
+                rr = r0 - QD - NKV * D;
+            } else if (r0 >= QD) {
+                w = wk;
+                rr = r0 - QD;
+            }
+            float d0, d1;
+            two_dots<T, K, 1, LD>(w + (long long)rr * K, w + (long long)(rr + 1) * K, xs, 0,
+                                  d0, d1);
+            if (lane == 0) {
+                const T t0 = static_cast<T>(d0);
+                const T t1 = static_cast<T>(d1);
+                qkv[r0] = t0;
+                qkv[r0 + 1] = t1;
+                if (value) {
+                    T* dst = vc + ((long long)(rr / D) * cap + idx) * D + rr % D;
+                    dst[0] = t0;
+                    dst[1] = t1;
+                }
+            }
+        }
+        grid_barrier(bar);
+
+        // 2. attention: a warp per (query head, slice of the keys)
+        for (int u = gwarp; u < NQ * splits; u += nwarps) {
+            const int qh = u / splits;
+            const int sp = u % splits;
+            const int kvh = qh / GROUP;
+            float q[VPT];
+            float kn[VPT];
+            load_head<T, D, QKN>(qkv + qh * D, q_norm, eps_qk, cs, sn, q);
+            load_head<T, D, QKN>(qkv + QD + kvh * D, k_norm, eps_qk, cs, sn, kn);
+#pragma unroll
+            for (int j = 0; j < VPT; ++j) {
+                qs[warp][lane + 32 * j] = scale * q[j];
+            }
+            __syncwarp();
+            if (sp == 0 && qh % GROUP == 0) {  // the new key, once per KV head
+                T* dst = kc + ((long long)kvh * cap + idx) * D;
+#pragma unroll
+                for (int j = 0; j < VPT; ++j) dst[lane + 32 * j] = static_cast<T>(kn[j]);
+            }
+            const T* kb = kc + ((long long)kvh * cap + start) * D;
+            const T* vb = vc + ((long long)kvh * cap + start) * D;
+            float m = NEG_INF;
+            float lsum = 0.0f;
+            float acc[VPT];
+#pragma unroll
+            for (int j = 0; j < VPT; ++j) acc[j] = 0.0f;
+            const int first = sp * chunk;
+            const int end = first + chunk < cached ? first + chunk : cached;
+            for (int c0 = first; c0 < end; c0 += 32) {
+                const int key = c0 + lane;
+                float s = NEG_INF;
+                if (key < end) {
+                    const Vec16<T>* kr = reinterpret_cast<const Vec16<T>*>(kb + (long long)key * D);
+                    s = 0.0f;
+#pragma unroll
+                    for (int c = 0; c < D / VE; ++c) {
+                        const Vec16<T> kv = load_weight(kr + c);
+#pragma unroll
+                        for (int e = 0; e < VE; ++e) {
+                            s = fmaf(static_cast<float>(kv.v[e]), qs[warp][c * VE + e], s);
+                        }
+                    }
+                }
+                const float mn = fmaxf(m, warp_max(s));
+                const float pr = key < end ? expf(s - mn) : 0.0f;
+                const float alpha = expf(m - mn);
+                lsum = lsum * alpha + warp_sum(pr);
+#pragma unroll
+                for (int j = 0; j < VPT; ++j) acc[j] *= alpha;
+                const int n = end - c0 < 32 ? end - c0 : 32;
+                for (int jj = 0; jj < n; ++jj) {
+                    const float pj = __shfl_sync(0xffffffffu, pr, jj);
+                    const T* vr = vb + (long long)(c0 + jj) * D;
+#pragma unroll
+                    for (int j = 0; j < VPT; ++j) {
+                        acc[j] = fmaf(pj, static_cast<float>(vr[lane + 32 * j]), acc[j]);
+                    }
+                }
+                m = mn;
+            }
+            if (sp == splits - 1) {  // the new key and value
+                float s = 0.0f;
+#pragma unroll
+                for (int j = 0; j < VPT; ++j) s = fmaf(qs[warp][lane + 32 * j], kn[j], s);
+                s = warp_sum(s);
+                const float mn = fmaxf(m, s);
+                const float alpha = expf(m - mn);
+                const float pr = expf(s - mn);
+                lsum = lsum * alpha + pr;
+                const T* vnew = qkv + QD + (NKV + kvh) * D;
+#pragma unroll
+                for (int j = 0; j < VPT; ++j) {
+                    acc[j] = acc[j] * alpha + pr * load_fresh(vnew + lane + 32 * j);
+                }
+                m = mn;
+            }
+            float* out = part + ((long long)qh * MAXS + sp) * (D + 2);
+#pragma unroll
+            for (int j = 0; j < VPT; ++j) out[2 + lane + 32 * j] = acc[j];
+            if (lane == 0) {
+                out[0] = m;
+                out[1] = lsum;
+            }
+            __syncwarp();
+        }
+        grid_barrier(bar);
+
+        // 3. the partials merged into the attention's output, then o_proj + residual
+        for (int t = threadIdx.x; t < NQ; t += blockDim.x) {
+            const float* pt = part + (long long)t * MAXS * (D + 2);
+            float mx_ = NEG_INF;
+            for (int s = 0; s < splits; ++s) mx_ = fmaxf(mx_, load_fresh(pt + s * (D + 2)));
+            float total = 0.0f;
+            for (int s = 0; s < splits; ++s) {
+                const float e = expf(load_fresh(pt + s * (D + 2)) - mx_);
+                wts[t * MAXS + s] = e;
+                total += load_fresh(pt + s * (D + 2) + 1) * e;
+            }
+            for (int s = 0; s < splits; ++s) wts[t * MAXS + s] /= total;
+        }
+        __syncthreads();
+        for (int e = threadIdx.x; e < QD; e += blockDim.x) {
+            const int qh = e / D;
+            const float* pt = part + (long long)qh * MAXS * (D + 2) + 2 + e % D;
+            float o = 0.0f;
+            for (int s = 0; s < splits; ++s) {
+                o = fmaf(wts[qh * MAXS + s], load_fresh(pt + s * (D + 2)), o);
+            }
+            xs[e] = static_cast<T>(o);
+        }
+        __syncthreads();
+        for (int u = gwarp; u < K / 2; u += nwarps) {
+            const int r0 = 2 * u;
+            float d0, d1;
+            two_dots<T, QD, 1, LD>(wo + (long long)r0 * QD, wo + (long long)(r0 + 1) * QD, xs,
+                                   0, d0, d1);
+            if (lane == 0) {
+                h[r0] = static_cast<T>(load_fresh(hsrc + r0)
+                                       + static_cast<float>(static_cast<T>(d0)));
+                h[r0 + 1] = static_cast<T>(load_fresh(hsrc + r0 + 1)
+                                           + static_cast<float>(static_cast<T>(d1)));
+            }
+        }
+        grid_barrier(bar);
+
+        // 4. norm, gate / up, silu(gate) * up
+        stage_norm_fresh<T, K>(h, post_norm, eps_post, xs, red);
+        for (int j = gwarp; j < INTER; j += nwarps) {
+            float g, up;
+            two_dots<T, K, 1, LD>(wg + (long long)j * K, wu + (long long)j * K, xs, 0, g, up);
+            if (lane == 0) {
+                const float gf = static_cast<float>(static_cast<T>(g));
+                const T sig = static_cast<T>(1.0f / (1.0f + expf(-gf)));
+                const T a = static_cast<T>(gf * static_cast<float>(sig));
+                act[j] = static_cast<T>(static_cast<float>(a)
+                                        * static_cast<float>(static_cast<T>(up)));
+            }
+        }
+        grid_barrier(bar);
+
+        // 5. down_proj + residual
+        stage_fresh<T, INTER>(act, xs);
+        for (int u = gwarp; u < K / 2; u += nwarps) {
+            const int r0 = 2 * u;
+            float d0, d1;
+            two_dots<T, INTER, 1, LD>(wd + (long long)r0 * INTER,
+                                      wd + (long long)(r0 + 1) * INTER, xs, 0, d0, d1);
+            if (lane == 0) {
+                h[r0] = static_cast<T>(load_fresh(h + r0) + static_cast<float>(static_cast<T>(d0)));
+                h[r0 + 1] = static_cast<T>(load_fresh(h + r0 + 1)
+                                           + static_cast<float>(static_cast<T>(d1)));
+            }
+        }
+        if (layer + 1 < L) grid_barrier(bar);
+    }
+"""
+
+
+def layer_input_names(head_norms: bool) -> tuple[str, ...]:
+    return LAYER_INPUTS + (HEAD_NORM_INPUTS if head_norms else ()) + CACHE_INPUTS
+
+
+def input_names(layers: int, head_norms: bool) -> list[str]:
+    """The kernel's inputs: the step's, then each layer's as ``l{i}_{name}``."""
+    per_layer = layer_input_names(head_norms)
+    return list(INPUTS) + [f"l{i}_{name}" for i in range(layers) for name in per_layer]
+
+
+def source(layers: int, head_norms: bool) -> str:
+    """The kernel's body: ``BODY`` with the table of each layer's input pointers."""
+    per_layer = layer_input_names(head_norms)
+    table = "\n".join(f"        tab[{i}][{j}] = l{i}_{name};"
+                      for i in range(layers) for j, name in enumerate(per_layer))
+    return BODY.replace("{table}", table).replace("KEYS_A_SPLIT", str(KEYS_A_SPLIT))
+
+
+def shared_bytes(dtype: mx.Dtype, hidden: int, head_dim: int, n_q: int, inter: int,
+                 layers: int, head_norms: bool) -> int:
+    """The kernel's static shared memory, as ``BODY`` declares it."""
+    staged = max(hidden, n_q * head_dim, inter) * dtype.size
+    per_warp = WARPS * head_dim * 4
+    return (staged + 32 * 4 + per_warp + head_dim * 4 + n_q * MAX_SPLITS * 4
+            + layers * len(layer_input_names(head_norms)) * 8)
+
+
+def blocks() -> int:  # not gated: gpu only
+    return int(os.environ.get(BLOCKS_ENV, BLOCKS))
+
+
+@functools.cache
+def _kernel(layers: int, head_norms: bool):  # not gated: gpu only
+    return mx.fast.cuda_kernel(
+        name=f"batchlab_row_step_l{layers}{'_qkn' if head_norms else ''}",
+        input_names=input_names(layers, head_norms), output_names=list(OUTPUTS),
+        source=source(layers, head_norms), header=HEADER, ensure_row_contiguous=True)
+
+
+@functools.cache
+def _launch_arguments(dtype: mx.Dtype, hidden: int, head_dim: int, n_q: int, n_kv: int,
+                      inter: int, layers: int, head_norms: bool,
+                      n_blocks: int) -> dict:  # not gated: gpu only
+    per_layer = len(layer_input_names(head_norms))
+    return {
+        "template": [("T", dtype), ("K", hidden), ("D", head_dim), ("NQ", n_q), ("NKV", n_kv),
+                     ("INTER", inter), ("L", layers), ("NP", per_layer),
+                     ("QKN", int(head_norms)), ("MAXS", MAX_SPLITS), ("LD", LOADS)],
+        "grid": (n_blocks * THREADS, 1, 1), "threadgroup": (THREADS, 1, 1),
+        "output_shapes": [(1, hidden), ((n_q + 2 * n_kv) * head_dim,), (inter,),
+                          (n_q * MAX_SPLITS * (head_dim + 2),)],
+        "output_dtypes": [dtype, dtype, dtype, mx.float32]}
+
+
+def step(h: mx.array, meta: mx.array, barrier: mx.array, consts: mx.array,
+         inv_freq: mx.array, layer_arrays: list[mx.array], shape: tuple,
+         head_norms: bool) -> mx.array:  # not gated: gpu only
+    """The hidden state ``(1, K)`` after every layer, for the row's input ``h`` ``(1, K)``.
+
+    ``meta``: int32 (write column, first key column, RoPE position, buffer columns);
+    ``barrier``: uint32 (2,), zeros when made, kept for every later call; ``consts``:
+    float32 (input norm eps, post-attention norm eps, head norm eps, attention scale);
+    ``layer_arrays``: each layer's ``layer_input_names`` in order; ``shape``: (hidden, head
+    dim, query heads, KV heads, intermediate, layers)."""
+    hidden, head_dim, n_q, n_kv, inter, layers = shape
+    arguments = _launch_arguments(h.dtype, hidden, head_dim, n_q, n_kv, inter, layers,
+                                  head_norms, blocks())
+    return _kernel(layers, head_norms)(
+        inputs=[h, meta, barrier, consts, inv_freq, *layer_arrays], **arguments)[0]

@@ -1,0 +1,67 @@
+"""Compile ``row_step``'s one-kernel decode step with NVRTC as ``mx.fast.cuda_kernel``
+would (no GPU needed), at the real models' and the CUDA zoo's shapes, then ``ptxas -v``
+for registers, spills and stack (``looped_compile_check.py``'s tools and its docstring's
+setup).
+
+    python3 -m tools.h200.row_step_compile_check   (from the project root)
+"""
+
+from __future__ import annotations
+
+import sys
+
+import mlx.core as mx
+
+from batchlab.engine.kernels import row_step as rs
+from tools.h200.looped_compile_check import CUDA_TYPES, PRELUDE, Nvrtc, compile_and_report, find
+
+# (name, hidden, head dim, query heads, KV heads, intermediate, layers, head norms)
+SHAPES = [("llama-3.2-1b", 2048, 64, 32, 8, 8192, 16, False),
+          ("qwen3-0.6b", 1024, 128, 16, 8, 3072, 28, True),
+          ("llama-3.1-8b", 4096, 128, 32, 8, 14336, 32, False),
+          ("llama-hd64", 64, 64, 4, 2, 128, 2, False),
+          ("qwen3-hd128", 64, 128, 4, 2, 128, 2, True)]
+
+
+def wrap(source: str, ctype: str, consts: list[tuple[str, int]], inputs: list[str]) -> str:
+    # MLX's header brings <cstdint>; these stand in for it
+    types = {**rs.INPUT_TYPES, "meta": "int", "barrier": "unsigned"}
+    params = [f"const {types.get(arg, ctype)}* {arg}" for arg in inputs]
+    params += [f"{'float' if o == 'part' else ctype}* {o}" for o in rs.OUTPUTS]
+    body = f"  using T = {ctype};\n" + "".join(f"  constexpr int {k} = {v};\n" for k, v in consts)
+    return (PRELUDE + rs.HEADER + "namespace mlx::core::cu {\n\n"
+            "__global__ void row_step(\n    " + ",\n    ".join(params) + ") {\n"
+            + body + "\n" + source + "\n}\n\n} // namespace mlx::core::cu\n")
+
+
+def compiles():
+    for dtype, (ctype, _) in CUDA_TYPES.items():
+        for model, hidden, dim, n_q, n_kv, inter, layers, norms in SHAPES:
+            used = rs.shared_bytes(getattr(mx, dtype), hidden, dim, n_q, inter, layers, norms)
+            if used > rs.SHARED_BYTES:
+                print(f"{dtype:8s} {model:12s}: {used} bytes of shared memory, not compiled")
+                continue
+            consts = [("K", hidden), ("D", dim), ("NQ", n_q), ("NKV", n_kv), ("INTER", inter),
+                      ("L", layers), ("NP", len(rs.layer_input_names(norms))),
+                      ("QKN", int(norms)), ("MAXS", rs.MAX_SPLITS), ("LD", rs.LOADS)]
+            yield (f"row_step {dtype:8s} {model:12s} smem {used}",
+                   wrap(rs.source(layers, norms), ctype, consts, rs.input_names(layers, norms)))
+
+
+def main() -> int:
+    nvrtc = find("/tmp/nvrtc/lib/python3*/site-packages/nvidia/cuda_nvrtc/lib/libnvrtc.so.12")
+    include = find("/tmp/nvrtc/lib/python3*/site-packages/nvidia/cuda_runtime/include")
+    ptxas = find("/tmp/nvrtc/lib/python3*/site-packages/nvidia/cuda_nvcc/bin/ptxas")
+    if not nvrtc or not include:
+        print("NVRTC or the CUDA headers not found (looped_compile_check.py's docstring)")
+        return 2
+    nv = Nvrtc(nvrtc)
+    opts = ["--gpu-architecture=compute_90a", "--std=c++17", f"-I{include}"]
+    # a stack frame is allowed: cosf / sinf's slow path, once a launch
+    total, failures, spills = compile_and_report(nv, opts, ptxas, compiles(), allowed_stack=True)
+    print(f"{total} compiled, {failures} failed, {spills} with spills or ptxas failures")
+    return 0 if failures == 0 and spills == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
