@@ -43,7 +43,7 @@ def compiles():
                 continue
             consts = [("K", hidden), ("D", dim), ("NQ", n_q), ("NKV", n_kv), ("INTER", inter),
                       ("L", layers), ("NP", len(rs.layer_input_names(norms))),
-                      ("QKN", int(norms)), ("MAXS", rs.MAX_SPLITS), ("LD", rs.LOADS)]
+                      ("QKN", int(norms)), ("MAXS", rs.MAX_SPLITS), ("LD", rs.LOADS), ("SKIP", 0)]
             yield (f"row_step {dtype:8s} {model:12s} smem {used}",
                    wrap(rs.source(layers, norms), ctype, consts, rs.input_names(layers, norms)))
 

@@ -47,6 +47,10 @@ KEYS_A_SPLIT = 64  # keys a slice aims for: fewer slices below 64 * MAX_SPLITS k
 SHARED_BYTES = 48 * 1024  # a block's static shared memory, at most
 BLOCKS_ENV = "BATCHLAB_ROW_STEP_BLOCKS"
 BLOCKS = 132  # the H200's SMs: one resident block each
+# a probe's switch, to time the parts: a mask of the phases whose work is skipped (bits
+# 0-4, phases 1-5) and, bit 5, the grid barriers (wrong results: for timing only)
+SKIP_ENV = "BATCHLAB_ROW_STEP_SKIP"
+BARRIER_WORDS = 16384  # the barrier's buffer (one word used): 64 KiB, a device allocation
 
 # per layer, in order; qwen3 adds its head norms before the cache
 LAYER_INPUTS = ("in_norm", "wq", "wk", "wv", "wo", "post_norm", "wg", "wu", "wd")
@@ -83,26 +87,17 @@ __device__ __forceinline__ float load_fresh(const T* p) {
 }
 
 // Every block waits here until all have arrived; what a block wrote before it, every
-// block reads after it. bar[0] counts arrivals, bar[1] is the generation; the last block
-// in resets the count and moves the generation on, so the state is ready for the next
-// barrier and the next launch. Call from every thread.
+// block reads after it. One word: each block adds 1, block 0 adds 2^31 - (blocks - 1),
+// so the word's top bit flips when the last block arrives and its low bits come back to
+// where they were, ready for the next barrier and the next launch (cooperative groups'
+// grid sync does the same). The wait polls with plain volatile loads.
 __device__ __forceinline__ void grid_barrier(unsigned* bar) {
     __syncthreads();
     if (threadIdx.x == 0) {
-        unsigned gen;
-        asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(gen) : "l"(bar + 1) : "memory");
+        const unsigned add = blockIdx.x == 0 ? 0x80000000u - (gridDim.x - 1) : 1u;
         __threadfence();
-        if (atomicAdd(bar, 1u) == gridDim.x - 1) {
-            atomicExch(bar, 0u);
-            __threadfence();
-            asm volatile("st.release.gpu.global.u32 [%0], %1;" :: "l"(bar + 1), "r"(gen + 1)
-                         : "memory");
-        } else {
-            unsigned now;
-            do {
-                asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(now) : "l"(bar + 1)
-                             : "memory");
-            } while (now == gen);
+        const unsigned old = atomicAdd(bar, add);
+        while (((old ^ *reinterpret_cast<volatile unsigned*>(bar)) & 0x80000000u) == 0) {
         }
         __threadfence();
     }
@@ -256,7 +251,7 @@ BODY = """
 
         // 1. norm, q / k / v; v into the cache
         stage_norm_fresh<T, K>(hsrc, in_norm, eps_in, xs, red);
-        for (int u = gwarp; u < NQKV / 2; u += nwarps) {
+        for (int u = gwarp; !(SKIP & 1) && u < NQKV / 2; u += nwarps) {
             const int r0 = 2 * u;
             const T* w = wq;
             int rr = r0;
@@ -283,10 +278,10 @@ BODY = """
                 }
             }
         }
-        grid_barrier(bar);
+        if (!(SKIP & 32)) grid_barrier(bar);
 
         // 2. attention: a warp per (query head, slice of the keys)
-        for (int u = gwarp; u < NQ * splits; u += nwarps) {
+        for (int u = gwarp; !(SKIP & 2) && u < NQ * splits; u += nwarps) {
             const int qh = u / splits;
             const int sp = u % splits;
             const int kvh = qh / GROUP;
@@ -370,7 +365,7 @@ BODY = """
             }
             __syncwarp();
         }
-        grid_barrier(bar);
+        if (!(SKIP & 32)) grid_barrier(bar);
 
         // 3. the partials merged into the attention's output, then o_proj + residual
         for (int t = threadIdx.x; t < NQ; t += blockDim.x) {
@@ -396,7 +391,7 @@ BODY = """
             xs[e] = static_cast<T>(o);
         }
         __syncthreads();
-        for (int u = gwarp; u < K / 2; u += nwarps) {
+        for (int u = gwarp; !(SKIP & 4) && u < K / 2; u += nwarps) {
             const int r0 = 2 * u;
             float d0, d1;
             two_dots<T, QD, 1, LD>(wo + (long long)r0 * QD, wo + (long long)(r0 + 1) * QD, xs,
@@ -408,11 +403,11 @@ BODY = """
                                            + static_cast<float>(static_cast<T>(d1)));
             }
         }
-        grid_barrier(bar);
+        if (!(SKIP & 32)) grid_barrier(bar);
 
         // 4. norm, gate / up, silu(gate) * up
         stage_norm_fresh<T, K>(h, post_norm, eps_post, xs, red);
-        for (int j = gwarp; j < INTER; j += nwarps) {
+        for (int j = gwarp; !(SKIP & 8) && j < INTER; j += nwarps) {
             float g, up;
             two_dots<T, K, 1, LD>(wg + (long long)j * K, wu + (long long)j * K, xs, 0, g, up);
             if (lane == 0) {
@@ -423,11 +418,11 @@ BODY = """
                                         * static_cast<float>(static_cast<T>(up)));
             }
         }
-        grid_barrier(bar);
+        if (!(SKIP & 32)) grid_barrier(bar);
 
         // 5. down_proj + residual
         stage_fresh<T, INTER>(act, xs);
-        for (int u = gwarp; u < K / 2; u += nwarps) {
+        for (int u = gwarp; !(SKIP & 16) && u < K / 2; u += nwarps) {
             const int r0 = 2 * u;
             float d0, d1;
             two_dots<T, INTER, 1, LD>(wd + (long long)r0 * INTER,
@@ -438,7 +433,7 @@ BODY = """
                                            + static_cast<float>(static_cast<T>(d1)));
             }
         }
-        if (layer + 1 < L) grid_barrier(bar);
+        if (layer + 1 < L && !(SKIP & 32)) grid_barrier(bar);
     }
 """
 
@@ -484,13 +479,14 @@ def _kernel(layers: int, head_norms: bool):  # not gated: gpu only
 
 @functools.cache
 def _launch_arguments(dtype: mx.Dtype, hidden: int, head_dim: int, n_q: int, n_kv: int,
-                      inter: int, layers: int, head_norms: bool,
-                      n_blocks: int) -> dict:  # not gated: gpu only
+                      inter: int, layers: int, head_norms: bool, n_blocks: int,
+                      skip: int) -> dict:  # not gated: gpu only
     per_layer = len(layer_input_names(head_norms))
     return {
         "template": [("T", dtype), ("K", hidden), ("D", head_dim), ("NQ", n_q), ("NKV", n_kv),
                      ("INTER", inter), ("L", layers), ("NP", per_layer),
-                     ("QKN", int(head_norms)), ("MAXS", MAX_SPLITS), ("LD", LOADS)],
+                     ("QKN", int(head_norms)), ("MAXS", MAX_SPLITS), ("LD", LOADS),
+                     ("SKIP", skip)],
         "grid": (n_blocks * THREADS, 1, 1), "threadgroup": (THREADS, 1, 1),
         "output_shapes": [(1, hidden), ((n_q + 2 * n_kv) * head_dim,), (inter,),
                           (n_q * MAX_SPLITS * (head_dim + 2),)],
@@ -503,12 +499,12 @@ def step(h: mx.array, meta: mx.array, barrier: mx.array, consts: mx.array,
     """The hidden state ``(1, K)`` after every layer, for the row's input ``h`` ``(1, K)``.
 
     ``meta``: int32 (write column, first key column, RoPE position, buffer columns);
-    ``barrier``: uint32 (2,), zeros when made, kept for every later call; ``consts``:
+    ``barrier``: uint32 (``BARRIER_WORDS``,), made once, kept for every later call; ``consts``:
     float32 (input norm eps, post-attention norm eps, head norm eps, attention scale);
     ``layer_arrays``: each layer's ``layer_input_names`` in order; ``shape``: (hidden, head
     dim, query heads, KV heads, intermediate, layers)."""
     hidden, head_dim, n_q, n_kv, inter, layers = shape
     arguments = _launch_arguments(h.dtype, hidden, head_dim, n_q, n_kv, inter, layers,
-                                  head_norms, blocks())
+                                  head_norms, blocks(), int(os.environ.get(SKIP_ENV, "0")))
     return _kernel(layers, head_norms)(
         inputs=[h, meta, barrier, consts, inv_freq, *layer_arrays], **arguments)[0]

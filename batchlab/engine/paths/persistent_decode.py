@@ -7,7 +7,9 @@ the step of one row is bound by the host on the H200 (docs/performance.md). The 
 writes each layer's new key and value into the cache's buffers itself, so before it runs
 every layer's cache gets room for the column (``BatchKV.room_for_one``) and buffers of
 its own, row-contiguous (a filtered cache holds a strided view: MLX would hand the
-kernel a copy of it, and the write would land in the copy).
+kernel a copy of it, and the write would land in the copy); after it, the cache holds
+its buffers as arrays that depend on the kernel (``mx.depends``), so whatever reads
+them next runs after the write.
 
 The products sum in the kernel's order and the attention is its own, so this is not l1's
 rounding: ``fast`` on a GPU is judged by KL against the oracle, and this step is held to
@@ -95,8 +97,10 @@ class RowStep:
         self.inv_freq = row_chain.rope_inverse_frequencies(layer0.self_attn.rope)
         self.consts = mx.array([*_eps(layer0, self.head_norms), layer0.self_attn.scale],
                                dtype=mx.float32)
-        # the grid barrier's state: zeros once, then left at zeros by every launch
-        self.barrier = mx.zeros((2,), dtype=mx.uint32)
+        # the grid barrier's word (any start value works), in a buffer of its own on the
+        # device: MLX keeps arrays under 8 bytes in a managed pool the host also touches,
+        # and there every block's atomic took ~4 us (a barrier of 132 blocks, ~500 us)
+        self.barrier = mx.zeros((row_step.BARRIER_WORDS,), dtype=mx.uint32)
         mx.eval(self.inv_freq, self.consts, self.barrier)
         # each cache's buffers as this step last made them its own
         self._owned: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -128,6 +132,13 @@ class RowStep:
             arrays += [*weights, c.keys, c.values]
         h = row_step.step(self.embed(tokens), meta, self.barrier, self.consts, self.inv_freq,
                           arrays, self.shape, self.head_norms)
-        for c in caches:
+        # the buffers as arrays that come after the kernel: MLX sees no write to them, so
+        # a reader (the next step's kernel, a join's concatenation) would otherwise have
+        # no edge to it, and two such kernels in one graph could run at once and never
+        # meet at their grid barriers
+        buffers = mx.depends([a for c in caches for a in (c.keys, c.values)], [h])
+        for i, c in enumerate(caches):
+            c.keys, c.values = buffers[2 * i], buffers[2 * i + 1]
+            self._owned[c] = (c.keys, c.values)
             c.wrote_one()
         return self.head(self.norm(h))

@@ -1,0 +1,182 @@
+"""``persistent_decode``: fast's one-row step as one kernel for every layer (CUDA, opt-in).
+
+The kernel runs only on CUDA. Here ``row_step.step`` is replaced by the MLX ops it does, in
+the modules' order, reading what the kernel reads (the step's ``meta``, the constants,
+each layer's arrays by position) and writing each layer's new key and value into the
+cache's buffers as the kernel does. So the host's side (room in the cache, buffers of
+its own, the write column, the RoPE position, the count after the step, the arrays that
+come after the kernel) must give the flat forward's bits on the CPU. The kernel's own
+arithmetic is checked on the H200 (``tools/h200/row_step_probe.py``) and by the CUDA
+matrix's fast cells with ``BATCHLAB_FAST_PERSISTENT=1``."""
+
+from __future__ import annotations
+
+import mlx.core as mx
+import numpy as np
+import pytest
+from mlx import nn
+from mlx_lm.models import gemma, llama
+from mlx_lm.models.activations import swiglu
+from test_flat_decode import COMMON, emissions, tiny
+
+from batchlab.engine.caches.kv import BatchKV
+from batchlab.engine.kernels import row_step
+from batchlab.engine.paths import fast, persistent_decode
+
+
+def kernel_as_ops(model: nn.Module, write_cache: bool = True):
+    """``row_step.step`` as MLX ops: what the kernel computes, from what it is handed."""
+    layers = model.model.layers
+
+    def step(h, meta, barrier, consts, inv_freq, layer_arrays, shape, head_norms):
+        hidden, dim, n_q, n_kv, inter, n_layers = shape
+        idx, start, _, cap = meta.tolist()
+        eps_in, eps_post, eps_qk, scale = consts.tolist()
+        per_layer = len(row_step.layer_input_names(head_norms))
+        assert barrier.shape == (row_step.BARRIER_WORDS,) and len(layers) == n_layers
+        for i, layer in enumerate(layers):
+            arrays = layer_arrays[i * per_layer:(i + 1) * per_layer]
+            in_norm, wq, wk, wv, wo, post_norm, wg, wu, wd = arrays[:9]
+            keys, values = arrays[-2:]
+            assert keys.shape[2] == cap and idx < cap
+            xn = mx.fast.rms_norm(h, in_norm, eps_in)
+            q = (xn @ wq.T).reshape(1, n_q, 1, dim)
+            k = (xn @ wk.T).reshape(1, n_kv, 1, dim)
+            v = (xn @ wv.T).reshape(1, n_kv, 1, dim)
+            if head_norms:
+                q = mx.fast.rms_norm(q, arrays[9], eps_qk)
+                k = mx.fast.rms_norm(k, arrays[10], eps_qk)
+            rope = layer.self_attn.rope
+            q, k = rope(q, offset=meta[2:3]), rope(k, offset=meta[2:3])
+            if write_cache:  # in place, as the kernel writes the buffers it is handed
+                keys[..., idx:idx + 1, :] = k
+                values[..., idx:idx + 1, :] = v
+            out = mx.fast.scaled_dot_product_attention(
+                q, keys[..., start:idx + 1, :], values[..., start:idx + 1, :], scale=scale)
+            h = h + out.reshape(1, -1) @ wo.T
+            xn = mx.fast.rms_norm(h, post_norm, eps_post)
+            h = h + swiglu(xn @ wg.T, xn @ wu.T) @ wd.T
+        return h
+
+    return step
+
+
+def kernel_emissions(monkeypatch, model: nn.Module, lengths: tuple[int, ...],
+                     write_cache: bool = True):
+    calls = []
+    real = persistent_decode.RowStep.logits
+
+    def counted(self, tokens, caches):  # rows, then the write column and width after it
+        out = real(self, tokens, caches)
+        calls.append((tokens.shape[0], caches[0]._idx, caches[0].keys.shape[2]))
+        return out
+
+    monkeypatch.setattr(row_step, "step", kernel_as_ops(model, write_cache))
+    monkeypatch.setattr(persistent_decode.RowStep, "logits", counted)
+    built = fast.FastScheduler.__init__
+
+    def with_kernel(self, *args, **kwargs):
+        built(self, *args, **kwargs)
+        self._row_step = persistent_decode.RowStep(self.model)
+
+    monkeypatch.setattr(fast.FastScheduler, "__init__", with_kernel)
+    return emissions(model, True, True, lengths), calls
+
+
+@pytest.mark.parametrize("family,tied", [("llama", False), ("llama", True), ("qwen3", False)])
+@pytest.mark.parametrize("lengths", [(5,), (5, 9, 3), (254,)])
+def test_the_step_is_wired_as_the_modules(monkeypatch, family, tied, lengths):
+    # one row from the start; three that drain to one, with a joiner (the row left alone
+    # was padded: its cache is trimmed to a strided view); one that fills the cache's
+    # first 256 columns before the joiner comes
+    model = tiny(family, tied)
+    plain = emissions(model, True, True, lengths)
+    stepped, calls = kernel_emissions(monkeypatch, model, lengths)
+    assert calls and {rows for rows, _, _ in calls} == {1}
+    assert stepped == plain
+    if lengths == (254,):  # the third step finds the 256 columns full
+        assert [(idx, width) for _, idx, width in calls[:3]] == [
+            (255, 256), (256, 256), (257, 512)]
+
+
+def test_a_kernel_that_writes_no_cache_differs(monkeypatch):
+    # the wiring test can fail: the kernel's in-place write left out
+    model = tiny("llama")
+    plain = emissions(model, True, True, (5,))
+    stepped, calls = kernel_emissions(monkeypatch, model, (5,), write_cache=False)
+    assert calls and stepped != plain
+
+
+def test_llama_and_qwen3_models_at_real_head_dims_take_it_and_others_say_why():
+    wide = {**COMMON, "head_dim": 64, "hidden_size": 64}
+    assert persistent_decode.unsupported_reason(
+        llama.Model(llama.ModelArgs(model_type="llama", **wide))) is None
+    assert "head dim 8 (a multiple of 64 needed)" in \
+        persistent_decode.unsupported_reason(tiny("llama"))
+    gem = gemma.Model(gemma.ModelArgs(model_type="gemma", **COMMON))
+    assert "llama or qwen3" in persistent_decode.unsupported_reason(gem)
+    odd = llama.Model(llama.ModelArgs(model_type="llama", **{**wide, "intermediate_size": 42}))
+    assert "whole 16-byte chunks" in persistent_decode.unsupported_reason(odd)
+    scaled = llama.Model(llama.ModelArgs(model_type="llama", **wide))
+    scaled.model.layers[1].input_layernorm.eps = 1e-6
+    assert "different norm eps" in persistent_decode.unsupported_reason(scaled)
+
+
+def test_the_kernels_shared_memory_is_what_ptxas_reported():
+    # ptxas -v's smem for these shapes (tools/h200/row_step_compile_check.py)
+    assert row_step.shared_bytes(mx.bfloat16, 2048, 64, 32, 8192, 16, False) == 24320
+    assert row_step.shared_bytes(mx.bfloat16, 1024, 128, 16, 3072, 28, True) == 15840
+    assert row_step.shared_bytes(mx.bfloat16, 4096, 128, 32, 14336, 32, False) == 40320
+    assert row_step.shared_bytes(mx.float32, 2048, 64, 32, 8192, 16, False) == 40704
+    assert row_step.shared_bytes(mx.float32, 4096, 128, 32, 14336, 32, False) > \
+        row_step.SHARED_BYTES
+
+
+def test_the_kernels_inputs_and_pointer_table():
+    names = row_step.input_names(2, True)
+    assert names[:5] == ["h_in", "meta", "barrier", "consts", "inv_freq"]
+    assert names[5:18] == [f"l0_{n}" for n in (
+        "in_norm", "wq", "wk", "wv", "wo", "post_norm", "wg", "wu", "wd", "q_norm", "k_norm",
+        "keys", "values")]
+    assert len(names) == 5 + 2 * 13
+    source = row_step.source(2, False)
+    assert "tab[1][10] = l1_values;" in source and "tab[0][0] = l0_in_norm;" in source
+    assert "{table}" not in source and "KEYS_A_SPLIT" not in source
+
+
+def test_the_step_holds_the_models_constants():
+    model = tiny("qwen3")
+    step = persistent_decode.RowStep(model)
+    attn = model.model.layers[0].self_attn
+    assert step.shape == (32, 8, 4, 2, 48, 2) and step.head_norms
+    assert step.consts.tolist() == np.array([1e-5, 1e-5, 1e-5, attn.scale],
+                                            dtype=np.float32).tolist()
+    assert len(step.weights[0]) == 11
+    assert step.weights[0][1] is attn.q_proj.weight
+    assert step.weights[1][10] is model.model.layers[1].self_attn.k_norm.weight
+    assert step.barrier.shape == (row_step.BARRIER_WORDS,)
+
+
+def test_only_one_row_of_full_attention_caches_in_the_models_dtype_runs_it():
+    step = persistent_decode.RowStep(tiny("llama"))  # float32 weights
+    caches = {}
+    for name, rows, dtype in (("one", 1, mx.float32), ("two", 2, mx.float32),
+                              ("half", 1, mx.bfloat16)):
+        caches[name] = BatchKV([0] * rows)
+        caches[name].update_and_fetch(mx.zeros((rows, 2, 3, 8), dtype),
+                                      mx.zeros((rows, 2, 3, 8), dtype))
+    assert step.runs([caches["one"], caches["one"]])
+    assert not step.runs([caches["two"]])
+    assert not step.runs([caches["half"]])
+    assert not step.runs([BatchKV([0])])  # nothing prefilled yet
+
+
+def test_room_for_one_grows_a_full_cache_and_wrote_one_counts_the_column():
+    cache = BatchKV([1])
+    cache.update_and_fetch(mx.ones((1, 2, 256, 8)), mx.ones((1, 2, 256, 8)))
+    cache.room_for_one()
+    assert cache.keys.shape == (1, 2, 512, 8) and cache._idx == 256
+    cache.wrote_one()
+    assert cache._idx == 257 and cache.offset_host.tolist() == [256]
+    cache.room_for_one()  # room already
+    assert cache.keys.shape == (1, 2, 512, 8)
