@@ -180,3 +180,44 @@ def test_room_for_one_grows_a_full_cache_and_wrote_one_counts_the_column():
     assert cache._idx == 257 and cache.offset_host.tolist() == [256]
     cache.room_for_one()  # room already
     assert cache.keys.shape == (1, 2, 512, 8)
+
+
+class FakeDriver:
+    """libcuda's three calls, answering ``sms`` SMs (``failing``: the call that errs)."""
+
+    def __init__(self, sms: int, failing: str = ""):
+        self.sms, self.failing = sms, failing
+
+    def cuInit(self, flags):
+        return int(self.failing == "cuInit")
+
+    def cuDeviceGet(self, device, ordinal):
+        device._obj.value = ordinal
+        return int(self.failing == "cuDeviceGet")
+
+    def cuDeviceGetAttribute(self, value, attribute, device):
+        assert attribute == 16  # CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT
+        value._obj.value = self.sms
+        return int(self.failing == "cuDeviceGetAttribute")
+
+
+@pytest.mark.parametrize("driver,expected", [
+    (FakeDriver(78), 78), (FakeDriver(78, "cuInit"), row_step.BLOCKS),
+    (FakeDriver(78, "cuDeviceGetAttribute"), row_step.BLOCKS), (None, row_step.BLOCKS)])
+def test_the_launch_takes_a_block_per_sm_as_the_driver_counts_them(monkeypatch, driver,
+                                                                    expected):
+    def load(name):
+        assert name == "libcuda.so.1"
+        if driver is None:
+            raise OSError("no driver")
+        return driver
+
+    monkeypatch.setattr(row_step.ctypes, "CDLL", load)
+    monkeypatch.delenv(row_step.BLOCKS_ENV, raising=False)
+    row_step.sm_count.cache_clear()
+    try:
+        assert row_step.blocks() == expected
+        monkeypatch.setenv(row_step.BLOCKS_ENV, "40")
+        assert row_step.blocks() == 40
+    finally:
+        row_step.sm_count.cache_clear()

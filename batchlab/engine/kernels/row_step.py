@@ -26,12 +26,14 @@ Every product, norm, RoPE and residual rounds to the model's dtype where MLX's o
 the sums' order and the attention's float path are the kernel's own, so ``fast`` on a GPU
 stays judged by KL against the oracle.
 
-The grid barrier needs every block resident at once: ``BLOCKS`` blocks of 256 threads
-with at most 48 KiB of shared memory fit any GPU with that many SMs or half as many.
+The grid barrier needs every block resident at once: a block (256 threads, at most 48 KiB
+of shared memory, at most 90 registers a thread) fits an SM at least twice, and the launch
+takes one block per SM (``blocks``).
 """
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import os
 
@@ -46,7 +48,7 @@ MAX_SPLITS = 32  # slices of the keys a query head's attention is split into, at
 KEYS_A_SPLIT = 64  # keys a slice aims for: fewer slices below 64 * MAX_SPLITS keys
 SHARED_BYTES = 48 * 1024  # a block's static shared memory, at most
 BLOCKS_ENV = "BATCHLAB_ROW_STEP_BLOCKS"
-BLOCKS = 132  # the H200's SMs: one resident block each
+BLOCKS = 132  # the H200's SMs, where the driver cannot be asked (sm_count)
 # a probe's switch, to time the parts: a mask of the phases whose work is skipped (bits
 # 0-4, phases 1-5) and, bit 5, the grid barriers (wrong results: for timing only)
 SKIP_ENV = "BATCHLAB_ROW_STEP_SKIP"
@@ -438,17 +440,17 @@ BODY = """
 """
 
 
-def layer_input_names(head_norms: bool) -> tuple[str, ...]:
+def layer_input_names(head_norms: bool) -> tuple[str, ...]:  # not gated: gpu only
     return LAYER_INPUTS + (HEAD_NORM_INPUTS if head_norms else ()) + CACHE_INPUTS
 
 
-def input_names(layers: int, head_norms: bool) -> list[str]:
+def input_names(layers: int, head_norms: bool) -> list[str]:  # not gated: gpu only
     """The kernel's inputs: the step's, then each layer's as ``l{i}_{name}``."""
     per_layer = layer_input_names(head_norms)
     return list(INPUTS) + [f"l{i}_{name}" for i in range(layers) for name in per_layer]
 
 
-def source(layers: int, head_norms: bool) -> str:
+def source(layers: int, head_norms: bool) -> str:  # not gated: gpu only
     """The kernel's body: ``BODY`` with the table of each layer's input pointers."""
     per_layer = layer_input_names(head_norms)
     table = "\n".join(f"        tab[{i}][{j}] = l{i}_{name};"
@@ -457,7 +459,7 @@ def source(layers: int, head_norms: bool) -> str:
 
 
 def shared_bytes(dtype: mx.Dtype, hidden: int, head_dim: int, n_q: int, inter: int,
-                 layers: int, head_norms: bool) -> int:
+                 layers: int, head_norms: bool) -> int:  # not gated: gpu only
     """The kernel's static shared memory, as ``BODY`` declares it."""
     staged = max(hidden, n_q * head_dim, inter) * dtype.size
     per_warp = WARPS * head_dim * 4
@@ -465,8 +467,25 @@ def shared_bytes(dtype: mx.Dtype, hidden: int, head_dim: int, n_q: int, inter: i
             + layers * len(layer_input_names(head_norms)) * 8)
 
 
+@functools.cache
+def sm_count() -> int | None:  # not gated: gpu only
+    """Device 0's SMs, asked of the CUDA driver (MLX does not say); None without one."""
+    try:
+        cuda = ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return None
+    device, count = ctypes.c_int(), ctypes.c_int()
+    multiprocessor_count = 16  # CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT
+    if (cuda.cuInit(0) or cuda.cuDeviceGet(ctypes.byref(device), 0)
+            or cuda.cuDeviceGetAttribute(ctypes.byref(count), multiprocessor_count, device)):
+        return None
+    return count.value
+
+
 def blocks() -> int:  # not gated: gpu only
-    return int(os.environ.get(BLOCKS_ENV, BLOCKS))
+    """The launch's blocks: one per SM, so every block is resident at once (a block fits
+    an SM twice over, so BATCHLAB_ROW_STEP_BLOCKS may go up to twice the SMs, no higher)."""
+    return int(os.environ.get(BLOCKS_ENV, 0)) or sm_count() or BLOCKS
 
 
 @functools.cache

@@ -31,7 +31,8 @@ from batchlab.engine.paths import chain_decode, flat_decode
 PERSISTENT_ENV = "BATCHLAB_FAST_PERSISTENT"
 
 
-def _layer_arrays(layer: nn.Module, head_norms: bool) -> tuple[mx.array, ...]:
+def _layer_arrays(layer: nn.Module,  # not gated: gpu only
+                  head_norms: bool) -> tuple[mx.array, ...]:
     attn, mlp = layer.self_attn, layer.mlp
     arrays = (layer.input_layernorm.weight, attn.q_proj.weight, attn.k_proj.weight,
               attn.v_proj.weight, attn.o_proj.weight, layer.post_attention_layernorm.weight,
@@ -39,7 +40,7 @@ def _layer_arrays(layer: nn.Module, head_norms: bool) -> tuple[mx.array, ...]:
     return arrays + ((attn.q_norm.weight, attn.k_norm.weight) if head_norms else ())
 
 
-def _shape(model: nn.Module) -> tuple[int, int, int, int, int, int]:
+def _shape(model: nn.Module) -> tuple[int, int, int, int, int, int]:  # not gated: gpu only
     """(hidden, head dim, query heads, KV heads, intermediate, layers)."""
     layer = model.model.layers[0]
     attn = layer.self_attn
@@ -48,7 +49,7 @@ def _shape(model: nn.Module) -> tuple[int, int, int, int, int, int]:
             attn.n_kv_heads, layer.mlp.gate_proj.weight.shape[0], len(model.model.layers))
 
 
-def _eps(layer: nn.Module, head_norms: bool) -> tuple[float, float, float]:
+def _eps(layer: nn.Module, head_norms: bool) -> tuple[float, float, float]:  # not gated: gpu only
     attn = layer.self_attn
     return (layer.input_layernorm.eps, layer.post_attention_layernorm.eps,
             attn.q_norm.eps if head_norms else 0.0)
