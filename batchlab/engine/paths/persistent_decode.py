@@ -99,7 +99,7 @@ class RowStep:
         self.consts = mx.array([*_eps(layer0, self.head_norms), layer0.self_attn.scale],
                                dtype=mx.float32)
         # the grid barrier's word (any start value works), in a buffer of its own on the
-        # device: MLX keeps arrays under 8 bytes in a managed pool the host also touches,
+        # device: MLX keeps arrays of 8 bytes or less in a managed pool the host also touches,
         # and there every block's atomic took ~4 us (a barrier of 132 blocks, ~500 us)
         self.barrier = mx.zeros((row_step.BARRIER_WORDS,), dtype=mx.uint32)
         mx.eval(self.inv_freq, self.consts, self.barrier)
