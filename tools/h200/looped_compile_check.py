@@ -135,6 +135,24 @@ def compile_and_report(nv: Nvrtc, opts: list[str], ptxas: str | None, compiles,
     return total, failures, spills
 
 
+def compile_all(compiles, allowed_stack: bool = False) -> int:
+    """A check's ``main``: NVRTC, the headers and ptxas from the pip wheels under
+    /tmp/nvrtc, every (tag, source) of ``compiles`` for sm_90a, the totals; the exit
+    status (0: all compiled, nothing spilled, no stack frame unless ``allowed_stack``)."""
+    nvrtc = find("/tmp/nvrtc/lib/python3*/site-packages/nvidia/cuda_nvrtc/lib/libnvrtc.so.12")
+    include = find("/tmp/nvrtc/lib/python3*/site-packages/nvidia/cuda_runtime/include")
+    ptxas = find("/tmp/nvrtc/lib/python3*/site-packages/nvidia/cuda_nvcc/bin/ptxas")
+    if not nvrtc or not include:
+        print("NVRTC or the CUDA headers not found (looped_compile_check.py's docstring)")
+        return 2
+    opts = ["--gpu-architecture=compute_90a", "--std=c++17", f"-I{include}"]
+    total, failures, spills = compile_and_report(Nvrtc(nvrtc), opts, ptxas, compiles,
+                                                 allowed_stack)
+    print(f"{total} compiled, {failures} failed, {spills} with spills, "
+          f"{'' if allowed_stack else 'a stack frame '}or ptxas failures")
+    return 0 if failures == 0 and spills == 0 else 1
+
+
 def combos():
     """(dtype, D, G) as ``fits`` admits them: G * D / 32 <= MAX_STATE."""
     for dtype in CUDA_TYPES:

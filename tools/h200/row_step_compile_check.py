@@ -13,7 +13,7 @@ import sys
 import mlx.core as mx
 
 from batchlab.engine.kernels import row_step as rs
-from tools.h200.looped_compile_check import CUDA_TYPES, PRELUDE, Nvrtc, compile_and_report, find
+from tools.h200.looped_compile_check import CUDA_TYPES, PRELUDE, compile_all
 
 # (name, hidden, head dim, query heads, KV heads, intermediate, layers, head norms)
 SHAPES = [("llama-3.2-1b", 2048, 64, 32, 8, 8192, 16, False),
@@ -49,18 +49,8 @@ def compiles():
 
 
 def main() -> int:
-    nvrtc = find("/tmp/nvrtc/lib/python3*/site-packages/nvidia/cuda_nvrtc/lib/libnvrtc.so.12")
-    include = find("/tmp/nvrtc/lib/python3*/site-packages/nvidia/cuda_runtime/include")
-    ptxas = find("/tmp/nvrtc/lib/python3*/site-packages/nvidia/cuda_nvcc/bin/ptxas")
-    if not nvrtc or not include:
-        print("NVRTC or the CUDA headers not found (looped_compile_check.py's docstring)")
-        return 2
-    nv = Nvrtc(nvrtc)
-    opts = ["--gpu-architecture=compute_90a", "--std=c++17", f"-I{include}"]
     # a stack frame is allowed: cosf / sinf's slow path, once a launch
-    total, failures, spills = compile_and_report(nv, opts, ptxas, compiles(), allowed_stack=True)
-    print(f"{total} compiled, {failures} failed, {spills} with spills or ptxas failures")
-    return 0 if failures == 0 and spills == 0 else 1
+    return compile_all(compiles(), allowed_stack=True)
 
 
 if __name__ == "__main__":

@@ -54,15 +54,30 @@ __device__ __forceinline__ Vec16<T> load_weight(const Vec16<T>* p) {
     return r;
 }
 
+// An input chunk. FRESH: data another block wrote in this launch (row_step), read
+// through L2 (ld.global.cg), never a stale L1 line.
+template <bool FRESH, typename T>
+__device__ __forceinline__ Vec16<T> load_input(const Vec16<T>* p) {
+    if constexpr (FRESH) {
+        Vec16<T> r;
+        unsigned* u = reinterpret_cast<unsigned*>(&r);
+        asm volatile("ld.global.cg.v4.u32 {%0, %1, %2, %3}, [%4];"
+                     : "=r"(u[0]), "=r"(u[1]), "=r"(u[2]), "=r"(u[3]) : "l"(p) : "memory");
+        return r;
+    } else {
+        return *p;
+    }
+}
+
 // MLX's rms_norm's factor for the block's input: rsqrt(mean(x^2) + eps), summed by
 // every thread of the block in a fixed order. Call from every thread.
-template <typename T, int K>
+template <typename T, int K, bool FRESH = false>
 __device__ __forceinline__ float rms_factor(const T* x, float eps, float* red) {
     constexpr int NCH = K / (16 / sizeof(T));
     const Vec16<T>* xv = reinterpret_cast<const Vec16<T>*>(x);
     float ss = 0.0f;
     for (int c = threadIdx.x; c < NCH; c += blockDim.x) {
-        const Vec16<T> v = xv[c];
+        const Vec16<T> v = load_input<FRESH>(xv + c);
 #pragma unroll
         for (int e = 0; e < (int)(16 / sizeof(T)); ++e) {
             const float t = static_cast<float>(v.v[e]);

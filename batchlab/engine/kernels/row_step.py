@@ -64,17 +64,7 @@ INPUT_TYPES = {"meta": "int32_t", "barrier": "uint32_t", "consts": "float",
                "inv_freq": "float"}
 
 HEADER = CHAIN_HEADER + """
-// Data other blocks wrote in this launch is read through L2 (ld.global.cg), never a
-// stale L1 line.
-template <typename T>
-__device__ __forceinline__ Vec16<T> load_fresh(const Vec16<T>* p) {
-    Vec16<T> r;
-    unsigned* u = reinterpret_cast<unsigned*>(&r);
-    asm volatile("ld.global.cg.v4.u32 {%0, %1, %2, %3}, [%4];"
-                 : "=r"(u[0]), "=r"(u[1]), "=r"(u[2]), "=r"(u[3]) : "l"(p) : "memory");
-    return r;
-}
-
+// A value another block wrote in this launch, read through L2 (ld.global.cg).
 template <typename T>
 __device__ __forceinline__ float load_fresh(const T* p) {
     if constexpr (sizeof(T) == 2) {
@@ -116,23 +106,9 @@ __device__ __forceinline__ void stage_norm_fresh(const T* x, const T* nw, float 
     const Vec16<T>* xv = reinterpret_cast<const Vec16<T>*>(x);
     const Vec16<T>* wv = reinterpret_cast<const Vec16<T>*>(nw);
     Vec16<T>* sv = reinterpret_cast<Vec16<T>*>(xs);
-    float ss = 0.0f;
+    const float rs = rms_factor<T, N, true>(x, eps, red);
     for (int c = threadIdx.x; c < NCH; c += blockDim.x) {
-        const Vec16<T> v = load_fresh(xv + c);
-#pragma unroll
-        for (int e = 0; e < VE; ++e) {
-            const float t = static_cast<float>(v.v[e]);
-            ss += t * t;
-        }
-    }
-    ss = warp_sum(ss);
-    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = ss;
-    __syncthreads();
-    float total = 0.0f;
-    for (int w = 0; w < (int)(blockDim.x >> 5); ++w) total += red[w];
-    const float rs = rsqrtf(total / N + eps);
-    for (int c = threadIdx.x; c < NCH; c += blockDim.x) {
-        Vec16<T> v = load_fresh(xv + c);
+        Vec16<T> v = load_input<true>(xv + c);
         const Vec16<T> w = wv[c];
 #pragma unroll
         for (int e = 0; e < VE; ++e) {
@@ -150,7 +126,7 @@ __device__ __forceinline__ void stage_fresh(const T* x, T* xs) {
     constexpr int NCH = N / (16 / sizeof(T));
     const Vec16<T>* xv = reinterpret_cast<const Vec16<T>*>(x);
     Vec16<T>* sv = reinterpret_cast<Vec16<T>*>(xs);
-    for (int c = threadIdx.x; c < NCH; c += blockDim.x) sv[c] = load_fresh(xv + c);
+    for (int c = threadIdx.x; c < NCH; c += blockDim.x) sv[c] = load_input<true>(xv + c);
     __syncthreads();
 }
 
