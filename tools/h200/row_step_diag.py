@@ -1,6 +1,7 @@
 """Where a row_step call's time goes: the host's build and the eval of a step, then the
-kernel alone, at 132 and 66 blocks, and with ``BATCHLAB_ROW_STEP_SKIP`` (32: no grid
-barriers; 31: barriers only), on llama-3.2-1b at 4 layers and at 16.
+kernel alone, at 132 and 66 blocks, with ``BATCHLAB_ROW_STEP_SKIP`` (32: no grid
+barriers; 31: barriers only) and with the barrier in groups (``BATCHLAB_ROW_STEP_GROUPS``
+6, 12, 24), on llama-3.2-1b at 4 layers and at 16.
 
     PYTHONPATH=/tmp/site:$PWD python3 tools/h200/row_step_diag.py
 """
@@ -36,11 +37,14 @@ for name in ("llama-3.2-1b@L4", "llama-3.2-1b"):
     step = RowStep(model)
     caches = caches_for(step)
     tokens = mx.array([5], dtype=mx.int32)
-    for blocks, skip in (("132", "0"), ("66", "0"), ("132", "32"), ("132", "31")):
-        if name != "llama-3.2-1b@L4" and skip != "0":
+    for blocks, skip, groups in (("132", "0", "0"), ("66", "0", "0"), ("132", "32", "0"),
+                                 ("132", "31", "0"), ("132", "0", "12"), ("132", "31", "12"),
+                                 ("132", "0", "6"), ("132", "0", "24")):
+        if name != "llama-3.2-1b@L4" and (skip != "0" or groups not in ("0", "12")):
             continue
         os.environ[row_step.BLOCKS_ENV] = blocks
         os.environ[row_step.SKIP_ENV] = skip
+        os.environ[row_step.GROUPS_ENV] = groups
         for _ in range(3):
             mx.eval(step.logits(tokens, caches))
         build, run = [], []
@@ -54,7 +58,7 @@ for name in ("llama-3.2-1b@L4", "llama-3.2-1b"):
             run.append((t2 - t1) * 1e3)
         build.sort()
         run.sort()
-        print(f"{name:18s} blocks {blocks:>3s} skip {skip:>2s}: build {build[5]:.3f} ms, "
+        print(f"{name:18s} blocks {blocks:>3s} skip {skip:>2s} groups {groups:>2s}: build {build[5]:.3f} ms, "
               f"eval {run[5]:.3f} ms (min {run[0]:.3f})", flush=True)
         # the kernel alone, its inputs evaluated first
         hidden, dim, n_q, n_kv, inter, layers = step.shape

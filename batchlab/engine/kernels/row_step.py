@@ -52,7 +52,9 @@ BLOCKS = 132  # the H200's SMs, where the driver cannot be asked (sm_count)
 # a probe's switch, to time the parts: a mask of the phases whose work is skipped (bits
 # 0-4, phases 1-5) and, bit 5, the grid barriers (wrong results: for timing only)
 SKIP_ENV = "BATCHLAB_ROW_STEP_SKIP"
-BARRIER_WORDS = 16384  # the barrier's buffer (one word used): 64 KiB, a device allocation
+GROUPS_ENV = "BATCHLAB_ROW_STEP_GROUPS"  # a probe's: the barrier's groups (0: one word)
+BARRIER_WORDS = 16384  # the barrier's buffer: 64 KiB, a device allocation (and room for
+# a word a group, 128 bytes apart, at up to 511 groups)
 
 # per layer, in order; qwen3 adds its head norms before the cache
 LAYER_INPUTS = ("in_norm", "wq", "wk", "wv", "wo", "post_norm", "wg", "wu", "wd")
@@ -79,17 +81,42 @@ __device__ __forceinline__ float load_fresh(const T* p) {
 }
 
 // Every block waits here until all have arrived; what a block wrote before it, every
-// block reads after it. One word: each block adds 1, block 0 adds 2^31 - (blocks - 1),
-// so the word's top bit flips when the last block arrives and its low bits come back to
-// where they were, ready for the next barrier and the next launch (cooperative groups'
-// grid sync does the same). The wait polls with plain volatile loads.
+// block reads after it. A word flips: each block adds 1, one adds 2^31 - (n - 1), so the
+// word's top bit flips when the last of n arrives and its low bits come back to where
+// they were, ready for the next barrier and the next launch (cooperative groups' grid
+// sync does the same). The waits poll with plain volatile loads.
+// GROUPS = 0: every block at bar[0]. GROUPS > 0 (a probe's setting, not yet run): block
+// b joins group b % GROUPS at its own word, bar[32 (1 + g)]; block g leads group g and,
+// once its group is in, arrives at bar[0] for it: the atomics that meet at one word go
+// from one a block to one a group.
+template <int GROUPS>
 __device__ __forceinline__ void grid_barrier(unsigned* bar) {
     __syncthreads();
     if (threadIdx.x == 0) {
-        const unsigned add = blockIdx.x == 0 ? 0x80000000u - (gridDim.x - 1) : 1u;
+        volatile unsigned* top = bar;
         __threadfence();
-        const unsigned old = atomicAdd(bar, add);
-        while (((old ^ *reinterpret_cast<volatile unsigned*>(bar)) & 0x80000000u) == 0) {
+        if (GROUPS == 0) {
+            const unsigned old = atomicAdd(bar, blockIdx.x == 0 ? 0x80000000u - (gridDim.x - 1)
+                                                                 : 1u);
+            while (((old ^ *top) & 0x80000000u) == 0) {
+            }
+        } else {
+            const unsigned g = blockIdx.x % GROUPS;
+            const unsigned groups = gridDim.x < GROUPS ? gridDim.x : GROUPS;
+            const unsigned members = (gridDim.x - g + GROUPS - 1) / GROUPS;
+            unsigned* word = bar + 32 * (1 + g);
+            const bool leader = blockIdx.x == g;
+            // the top word cannot flip before this block's group is in
+            unsigned seen = *top;
+            const unsigned old = atomicAdd(word, leader ? 0x80000000u - (members - 1) : 1u);
+            if (leader) {
+                while (((old ^ *reinterpret_cast<volatile unsigned*>(word)) & 0x80000000u) == 0) {
+                }
+                __threadfence();
+                seen = atomicAdd(bar, blockIdx.x == 0 ? 0x80000000u - (groups - 1) : 1u);
+            }
+            while (((seen ^ *top) & 0x80000000u) == 0) {
+            }
         }
         __threadfence();
     }
@@ -256,7 +283,7 @@ BODY = """
                 }
             }
         }
-        if (!(SKIP & 32)) grid_barrier(bar);
+        if (!(SKIP & 32)) grid_barrier<GROUPS>(bar);
 
         // 2. attention: a warp per (query head, slice of the keys)
         for (int u = gwarp; !(SKIP & 2) && u < NQ * splits; u += nwarps) {
@@ -343,7 +370,7 @@ BODY = """
             }
             __syncwarp();
         }
-        if (!(SKIP & 32)) grid_barrier(bar);
+        if (!(SKIP & 32)) grid_barrier<GROUPS>(bar);
 
         // 3. the partials merged into the attention's output, then o_proj + residual
         for (int t = threadIdx.x; t < NQ; t += blockDim.x) {
@@ -381,7 +408,7 @@ BODY = """
                                            + static_cast<float>(static_cast<T>(d1)));
             }
         }
-        if (!(SKIP & 32)) grid_barrier(bar);
+        if (!(SKIP & 32)) grid_barrier<GROUPS>(bar);
 
         // 4. norm, gate / up, silu(gate) * up
         stage_norm_fresh<T, K>(h, post_norm, eps_post, xs, red);
@@ -396,7 +423,7 @@ BODY = """
                                         * static_cast<float>(static_cast<T>(up)));
             }
         }
-        if (!(SKIP & 32)) grid_barrier(bar);
+        if (!(SKIP & 32)) grid_barrier<GROUPS>(bar);
 
         // 5. down_proj + residual
         stage_fresh<T, INTER>(act, xs);
@@ -411,7 +438,7 @@ BODY = """
                                            + static_cast<float>(static_cast<T>(d1)));
             }
         }
-        if (layer + 1 < L && !(SKIP & 32)) grid_barrier(bar);
+        if (layer + 1 < L && !(SKIP & 32)) grid_barrier<GROUPS>(bar);
     }
 """
 
@@ -475,13 +502,13 @@ def _kernel(layers: int, head_norms: bool):  # not gated: gpu only
 @functools.cache
 def _launch_arguments(dtype: mx.Dtype, hidden: int, head_dim: int, n_q: int, n_kv: int,
                       inter: int, layers: int, head_norms: bool, n_blocks: int,
-                      skip: int) -> dict:  # not gated: gpu only
+                      skip: int, groups: int) -> dict:  # not gated: gpu only
     per_layer = len(layer_input_names(head_norms))
     return {
         "template": [("T", dtype), ("K", hidden), ("D", head_dim), ("NQ", n_q), ("NKV", n_kv),
                      ("INTER", inter), ("L", layers), ("NP", per_layer),
                      ("QKN", int(head_norms)), ("MAXS", MAX_SPLITS), ("LD", LOADS),
-                     ("SKIP", skip)],
+                     ("SKIP", skip), ("GROUPS", groups)],
         "grid": (n_blocks * THREADS, 1, 1), "threadgroup": (THREADS, 1, 1),
         "output_shapes": [(1, hidden), ((n_q + 2 * n_kv) * head_dim,), (inter,),
                           (n_q * MAX_SPLITS * (head_dim + 2),)],
@@ -500,6 +527,7 @@ def step(h: mx.array, meta: mx.array, barrier: mx.array, consts: mx.array,
     dim, query heads, KV heads, intermediate, layers)."""
     hidden, head_dim, n_q, n_kv, inter, layers = shape
     arguments = _launch_arguments(h.dtype, hidden, head_dim, n_q, n_kv, inter, layers,
-                                  head_norms, blocks(), int(os.environ.get(SKIP_ENV, "0")))
+                                  head_norms, blocks(), int(os.environ.get(SKIP_ENV, "0")),
+                                  int(os.environ.get(GROUPS_ENV, "0")))
     return _kernel(layers, head_norms)(
         inputs=[h, meta, barrier, consts, inv_freq, *layer_arrays], **arguments)[0]
