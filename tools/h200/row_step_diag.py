@@ -58,8 +58,8 @@ for name in ("llama-3.2-1b@L4", "llama-3.2-1b"):
             run.append((t2 - t1) * 1e3)
         build.sort()
         run.sort()
-        print(f"{name:18s} blocks {blocks:>3s} skip {skip:>2s} groups {groups:>2s}: build {build[5]:.3f} ms, "
-              f"eval {run[5]:.3f} ms (min {run[0]:.3f})", flush=True)
+        print(f"{name:18s} blocks {blocks:>3s} skip {skip:>2s} groups {groups:>2s}: build "
+              f"{build[5]:.3f} ms, eval {run[5]:.3f} ms (min {run[0]:.3f})", flush=True)
         # the kernel alone, its inputs evaluated first
         hidden, dim, n_q, n_kv, inter, layers = step.shape
         h = step.embed(tokens)
