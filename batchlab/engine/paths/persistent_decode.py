@@ -18,7 +18,6 @@ that gate.
 
 from __future__ import annotations
 
-import sys
 import weakref
 
 import mlx.core as mx
@@ -87,7 +86,6 @@ class RowStep:
 
     def __init__(self, model: nn.Module):  # not gated: gpu only
         self.head_norms = flat_decode.FAMILIES[type(model).__module__]
-        self.family = sys.modules[type(model).__module__]
         inner = model.model
         self.shape = _shape(model)
         self.weights = [_layer_arrays(layer, self.head_norms) for layer in inner.layers]
