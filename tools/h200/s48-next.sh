@@ -3,7 +3,8 @@
 # changes that came after its last H200 run (reports/bench/cuda-sm90/issue28-persistent/):
 #   1. right and repeatable again (the staging folded into row_chain's rms_factor;
 #      row_step.blocks from the driver's SM count): row_step_probe.py fast, the gate's
-#      fast B=1 cells with the kernel --live --repeat;
+#      fast B=1 cells with the kernel --live --repeat, and cuda-repeat.toml's 18 one-row
+#      cells (growth, park-resume, prefix-join, a joiner left alone, sampling);
 #   2. the barrier in groups against one word (row_step_diag.py, one process), then the
 #      1B and qwen3-0.6b benches with the kernel, the best groups setting, and without;
 #   3. item 1: s46-next.sh 2 (invariant against l1 at 8B B=256, U=1 beside U=4).
@@ -18,7 +19,15 @@ case "$1" in
      --live --repeat --filter 'fast/*/B1/*' --jobs 8 --report $R/gate-b1 > $R/gate-b1.log 2>&1
    echo "== gate fast B=1 with the kernel: exit $?"
    grep -E "cells passed|FAIL|not repeatable" $R/gate-b1.log | head -12
-   rm -f $R/gate-b1/heatmap.png; pack ;;
+   rm -f $R/gate-b1/heatmap.png; pack
+   # cuda-repeat.toml's one-row cells (growth, park-resume, prefix-join, a joiner left
+   # alone, sampling), written for the kernel in the eighteenth round
+   BATCHLAB_FAST_PERSISTENT=1 timeout 280 python3 -m batchlab matrix run \
+     --matrix matrices/cuda-repeat.toml --live --repeat --jobs 8 --report $R/repeat-b1 \
+     --filter 'fast/*/B1/*/ctx-grow/*,fast/*/B2/*,fast/*/B1/*/*_t0.8*' > $R/repeat-b1.log 2>&1
+   echo "== cuda-repeat one-row cells with the kernel: exit $?"
+   grep -E "cells passed|FAIL|not repeatable" $R/repeat-b1.log | head -12
+   rm -f $R/repeat-b1/heatmap.png; pack ;;
 2) timeout 150 python3 tools/h200/row_step_diag.py > $R/diag.log 2>&1
    echo "== diag: exit $?"; cat $R/diag.log; pack
    for round in 1 2; do
