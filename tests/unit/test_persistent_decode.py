@@ -11,24 +11,30 @@ matrix's fast cells with ``BATCHLAB_FAST_PERSISTENT=1``."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import mlx.core as mx
 import numpy as np
 import pytest
+import tomllib
 from mlx import nn
 from mlx_lm.models import gemma, llama
 from mlx_lm.models.activations import swiglu
 from test_flat_decode import COMMON, emissions, tiny
 
+from batchlab.cells.select import select
+from batchlab.cells.spec import expand
 from batchlab.engine.caches.kv import BatchKV
 from batchlab.engine.kernels import row_step
 from batchlab.engine.paths import fast, persistent_decode
 
 
-def kernel_as_ops(model: nn.Module, write_cache: bool = True):
-    """``row_step.step`` as MLX ops: what the kernel computes, from what it is handed."""
-    layers = model.model.layers
+def kernel_as_ops(model_of, write_cache: bool = True):
+    """``row_step.step`` as MLX ops: what the kernel computes, from what it is handed
+    (``model_of()``: the model whose RoPE modules rotate)."""
 
     def step(h, meta, barrier, consts, inv_freq, layer_arrays, shape, head_norms):
+        layers = model_of().model.layers
         hidden, dim, n_q, n_kv, inter, n_layers = shape
         idx, start, _, cap = meta.tolist()
         eps_in, eps_post, eps_qk, scale = consts.tolist()
@@ -71,7 +77,7 @@ def kernel_emissions(monkeypatch, model: nn.Module, lengths: tuple[int, ...],
         calls.append((tokens.shape[0], caches[0]._idx, caches[0].keys.shape[2]))
         return out
 
-    monkeypatch.setattr(row_step, "step", kernel_as_ops(model, write_cache))
+    monkeypatch.setattr(row_step, "step", kernel_as_ops(lambda: model, write_cache))
     monkeypatch.setattr(persistent_decode.RowStep, "logits", counted)
     built = fast.FastScheduler.__init__
 
@@ -97,6 +103,42 @@ def test_the_step_is_wired_as_the_modules(monkeypatch, family, tied, lengths):
     if lengths == (254,):  # the third step finds the 256 columns full
         assert [(idx, width) for _, idx, width in calls[:3]] == [
             (255, 256), (256, 256), (257, 512)]
+
+
+# cuda-repeat.toml's one-row cells, written for the kernel: growth, park-resume,
+# prefix-join, a joiner left alone over a trimmed cache, sampling
+ONE_ROW_CELLS = "fast/*/B1/*/ctx-grow/*,fast/*/B2/*,fast/*/B1/*/*_t0.8*"
+
+
+def test_the_one_row_cells_of_the_cuda_repeat_matrix_give_the_flat_forwards_bits(monkeypatch):
+    from batchlab.matrix.engine_run import run_cell
+
+    matrix = Path(__file__).parents[2] / "matrices" / "cuda-repeat.toml"
+    with open(matrix, "rb") as f:
+        cells = select(expand(tomllib.load(f)), ONE_ROW_CELLS, None)
+    assert len(cells) == 18
+    plain = [run_cell(cell, keep_values=False) for cell in cells]
+    current, taken = {}, []
+    real = persistent_decode.RowStep.logits
+
+    def counted(self, tokens, caches):
+        taken.append(tokens.shape[0])
+        return real(self, tokens, caches)
+
+    built = fast.FastScheduler.__init__
+
+    def with_kernel(self, *args, **kwargs):
+        built(self, *args, **kwargs)
+        current["model"] = self.model
+        self._row_step = persistent_decode.RowStep(self.model)
+
+    monkeypatch.setattr(row_step, "step", kernel_as_ops(lambda: current["model"]))
+    monkeypatch.setattr(persistent_decode.RowStep, "logits", counted)
+    monkeypatch.setattr(fast.FastScheduler, "__init__", with_kernel)
+    for cell, expected in zip(cells, plain, strict=True):
+        before = len(taken)
+        assert run_cell(cell, keep_values=False) == expected, cell.id
+        assert len(taken) > before, cell.id
 
 
 def test_a_kernel_that_writes_no_cache_differs(monkeypatch):
