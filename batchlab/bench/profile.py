@@ -5,8 +5,9 @@ pipelined loop as the bench), and during the decode window only three hooks spli
 wall time of a step:
 
     forward build  inside the model's ``__call__`` (or ``fast``'s flat forward,
-                   ``flat_decode.flat_logits``, or its one-row chain,
-                   ``chain_decode.RowChain.logits``): Python walking the modules and
+                   ``flat_decode.flat_logits``, or its one-row chain or one-kernel
+                   step, ``chain_decode.RowChain.logits`` /
+                   ``persistent_decode.RowStep.logits``): Python walking the modules and
                    recording lazy ops (no device work happens there)
     submit         inside ``mx.async_eval`` / ``mx.eval``: MLX encoding the graph and
                    launching its kernels (``mx.eval`` also waits for them)
@@ -19,7 +20,7 @@ unpipelined cost. When build + submit + rest (host) is close to the pipelined st
 the step is bound by the host, and kernels that run faster would not shorten it.
 
 The hooks patch ``type(model).__call__``, ``flat_decode.flat_logits``,
-``chain_decode.RowChain.logits`` and
+``chain_decode.RowChain.logits``, ``persistent_decode.RowStep.logits`` and
 ``mlx.core.async_eval`` / ``eval`` for the window and restore them after; mlx-lm's loops
 and the engine look them up at call time. Each hook is a plain call around the
 original, a few per step.
@@ -39,7 +40,7 @@ from mlx import nn
 
 from batchlab.bench.engines import Driver, engines_at, sync
 from batchlab.bench.measure import BenchSpec, gc_paused, interleaved
-from batchlab.engine.paths import chain_decode, flat_decode
+from batchlab.engine.paths import chain_decode, flat_decode, persistent_decode
 
 
 @dataclass(slots=True)
@@ -56,6 +57,7 @@ def timing_hooks(model: nn.Module, clock: _Clock, sync_after_submit: bool) -> It
     cls = type(model)
     forward, async_eval, eval_ = cls.__call__, mx.async_eval, mx.eval
     flat, chain = flat_decode.flat_logits, chain_decode.RowChain.logits
+    row_step = persistent_decode.RowStep.logits
 
     def built(fn):
         def timed_build(*args, **kwargs):
@@ -77,12 +79,14 @@ def timing_hooks(model: nn.Module, clock: _Clock, sync_after_submit: bool) -> It
 
     cls.__call__, flat_decode.flat_logits = built(forward), built(flat)
     chain_decode.RowChain.logits = built(chain)
+    persistent_decode.RowStep.logits = built(row_step)
     mx.async_eval, mx.eval = partial(timed, async_eval), partial(timed, eval_)
     try:
         yield
     finally:
         cls.__call__, flat_decode.flat_logits = forward, flat
         chain_decode.RowChain.logits = chain
+        persistent_decode.RowStep.logits = row_step
         mx.async_eval, mx.eval = async_eval, eval_
 
 

@@ -280,22 +280,26 @@ def test_profile_hooks_are_restored_when_the_window_raises():
     assert clock.submit > 0 and clock.wait >= 0 and clock.build == 0
 
 
-def test_profile_counts_fasts_one_row_chain_as_forward_build(monkeypatch):
+@pytest.mark.parametrize("module,forward", [("chain_decode", "RowChain"),
+                                            ("persistent_decode", "RowStep")])
+def test_profile_counts_fasts_one_row_forwards_as_forward_build(monkeypatch, module, forward):
+    import importlib
     import time
 
     from batchlab.bench.profile import _Clock, timing_hooks
-    from batchlab.engine.paths import chain_decode
+
+    cls = getattr(importlib.import_module(f"batchlab.engine.paths.{module}"), forward)
 
     def slow_logits(self, tokens, caches):
         time.sleep(0.002)
         return "logits"
 
-    monkeypatch.setattr(chain_decode.RowChain, "logits", slow_logits)
+    monkeypatch.setattr(cls, "logits", slow_logits)
     clock = _Clock()
     with timing_hooks(load("llama").model, clock, sync_after_submit=False):
-        assert chain_decode.RowChain.logits(None, None, None) == "logits"
+        assert cls.logits(None, None, None) == "logits"
     assert clock.build >= 0.002
-    assert chain_decode.RowChain.logits is slow_logits
+    assert cls.logits is slow_logits
 
 
 def test_a_path_beside_l1_shows_its_time_and_prefill_over_l1s():

@@ -98,7 +98,7 @@ class RowChain:
         self.layers = [ChainLayer.of(layer) for layer in model.model.layers]
         self.embed = model.model.embed_tokens
         self.norm = model.model.norm
-        self.head = self.embed.as_linear if model.args.tie_word_embeddings else model.lm_head
+        self.head = flat_decode.output_head(model)
         rope = self.layers[0].attn.rope
         # qwen3 normalises each head before RoPE, so the kernel cannot rotate it
         self.inv_freq = None if self.head_norms else row_chain.rope_inverse_frequencies(rope)

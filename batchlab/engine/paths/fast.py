@@ -83,6 +83,15 @@ def _switched_on(name: str, default: str = "0") -> bool:  # not gated: gpu only
     return os.environ.get(name, default) == "1"
 
 
+def _opted_in(env: str, module, forward: type, model: nn.Module):
+    """A one-row forward of ``module`` (the chain, the one-kernel step) for ``model``, where
+    ``env`` switches it on, on CUDA, and ``module.unsupported_reason`` takes the model."""
+    if (on_cuda() and _switched_on(env)
+            and module.unsupported_reason(model) is None):  # not gated: gpu only
+        return forward(model)
+    return None
+
+
 class UnmaskedDecodeKV(BatchKV):
     """A BatchKV whose decode mask is ``None`` when no row is padded, on every backend."""
 
@@ -120,15 +129,9 @@ class FastScheduler(Scheduler):
         if on_cuda() and _switched_on("BATCHLAB_FAST_GQA", default="1"):  # not gated: gpu only
             install_dispatch()
             self.caches = BatchCaches(kv_class=GroupedDecodeKV)
-        self._chain = None
-        if (on_cuda() and _switched_on(CHAIN_ENV)
-                and chain_decode.unsupported_reason(self.model) is None):  # not gated: gpu only
-            self._chain = chain_decode.RowChain(self.model)
-        self._row_step = None
-        persistent = persistent_decode
-        if (on_cuda() and _switched_on(persistent.PERSISTENT_ENV)
-                and persistent.unsupported_reason(self.model) is None):  # not gated: gpu only
-            self._row_step = persistent.RowStep(self.model)
+        self._chain = _opted_in(CHAIN_ENV, chain_decode, chain_decode.RowChain, self.model)
+        self._row_step = _opted_in(persistent_decode.PERSISTENT_ENV, persistent_decode,
+                                   persistent_decode.RowStep, self.model)
 
     def _decode_logprobs(self, inputs: mx.array, caches: list) -> mx.array:
         rows = inputs.shape[0]

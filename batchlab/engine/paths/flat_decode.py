@@ -63,10 +63,14 @@ def flat_logits(model: nn.Module, tokens: mx.array, caches: list) -> mx.array:
                        head_norms)
         h = h + r
         h = h + layer.mlp(layer.post_attention_layernorm(h))
-    h = inner.norm(h)
+    return output_head(model)(inner.norm(h))
+
+
+def output_head(model: nn.Module):
+    """The model's logits layer: the tied embedding's ``as_linear``, or ``lm_head``."""
     if model.args.tie_word_embeddings:
-        return inner.embed_tokens.as_linear(h)
-    return model.lm_head(h)
+        return model.model.embed_tokens.as_linear
+    return model.lm_head
 
 
 def _attention(attn: nn.Module, x: mx.array, mask, cache, attention,

@@ -91,7 +91,7 @@ class RowStep:
         self.weights = [_layer_arrays(layer, self.head_norms) for layer in inner.layers]
         self.embed = inner.embed_tokens
         self.norm = inner.norm
-        self.head = self.embed.as_linear if model.args.tie_word_embeddings else model.lm_head
+        self.head = flat_decode.output_head(model)
         layer0 = inner.layers[0]
         self.inv_freq = row_chain.rope_inverse_frequencies(layer0.self_attn.rope)
         self.consts = mx.array([*_eps(layer0, self.head_norms), layer0.self_attn.scale],
