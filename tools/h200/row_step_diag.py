@@ -1,7 +1,9 @@
 """Where a row_step call's time goes: the host's build and the eval of a step, then the
-kernel alone, at 132 and 66 blocks, with ``BATCHLAB_ROW_STEP_SKIP`` (32: no grid
-barriers; 31: barriers only) and with the barrier in groups (``BATCHLAB_ROW_STEP_GROUPS``
-6, 12, 24), on llama-3.2-1b at 4 layers and at 16.
+kernel alone, on llama-3.2-1b at 4 layers and at 16, under the probe switches:
+``BATCHLAB_ROW_STEP_SKIP`` (a phase's work skipped, one at a time: the phase's share;
+32: no grid barriers; 31: barriers only), ``BATCHLAB_ROW_STEP_BARRIER`` (1: release /
+acquire), ``BATCHLAB_ROW_STEP_PREFETCH`` (0: no L2 prefetch), ``BATCHLAB_ROW_STEP_GROUPS``
+and ``BATCHLAB_ROW_STEP_BLOCKS``.
 
     PYTHONPATH=/tmp/site:$PWD python3 tools/h200/row_step_diag.py
 """
@@ -32,19 +34,29 @@ def caches_for(step, width=200):
     return out
 
 
-for name in ("llama-3.2-1b@L4", "llama-3.2-1b"):
+SWITCHES = {"blocks": row_step.BLOCKS_ENV, "skip": row_step.SKIP_ENV,
+            "groups": row_step.GROUPS_ENV, "bar": row_step.BARRIER_ENV,
+            "pf": row_step.PREFETCH_ENV}
+BASE = {"blocks": "132", "skip": "0", "groups": "0", "bar": "0", "pf": "1"}
+SETTINGS = {  # each model's settings, changes from BASE
+    "llama-3.2-1b@L4": [{}, {"pf": "0"}, {"bar": "1"}, {"skip": "32"}, {"skip": "31"},
+                        {"skip": "31", "bar": "1"}, {"skip": "31", "groups": "12"}],
+    "llama-3.2-1b": [{}, {"pf": "0"}, {"bar": "1"}, {"bar": "1", "pf": "0"},
+                     {"groups": "12"}, {"blocks": "66"}, {"skip": "1"}, {"skip": "2"},
+                     {"skip": "4"}, {"skip": "8"}, {"skip": "16"}, {"skip": "31"},
+                     {"skip": "31", "bar": "1"}, {"skip": "32"}, {}, {"pf": "0"}],
+}
+
+for name, settings in SETTINGS.items():
     model = load_model(name).model
     step = RowStep(model)
     caches = caches_for(step)
     tokens = mx.array([5], dtype=mx.int32)
-    for blocks, skip, groups in (("132", "0", "0"), ("66", "0", "0"), ("132", "32", "0"),
-                                 ("132", "31", "0"), ("132", "0", "12"), ("132", "31", "12"),
-                                 ("132", "0", "6"), ("132", "0", "24")):
-        if name != "llama-3.2-1b@L4" and (skip != "0" or groups not in ("0", "12")):
-            continue
-        os.environ[row_step.BLOCKS_ENV] = blocks
-        os.environ[row_step.SKIP_ENV] = skip
-        os.environ[row_step.GROUPS_ENV] = groups
+    for change in settings:
+        setting = {**BASE, **change}
+        for key, value in setting.items():
+            os.environ[SWITCHES[key]] = value
+        label = " ".join(f"{k} {v:>3s}" for k, v in setting.items())
         for _ in range(3):
             mx.eval(step.logits(tokens, caches))
         build, run = [], []
@@ -58,8 +70,8 @@ for name in ("llama-3.2-1b@L4", "llama-3.2-1b"):
             run.append((t2 - t1) * 1e3)
         build.sort()
         run.sort()
-        print(f"{name:18s} blocks {blocks:>3s} skip {skip:>2s} groups {groups:>2s}: build "
-              f"{build[5]:.3f} ms, eval {run[5]:.3f} ms (min {run[0]:.3f})", flush=True)
+        print(f"{name:16s} {label}: build {build[5]:.3f} ms, eval {run[5]:.3f} ms "
+              f"(min {run[0]:.3f})", flush=True)
         # the kernel alone, its inputs evaluated first
         hidden, dim, n_q, n_kv, inter, layers = step.shape
         h = step.embed(tokens)
@@ -70,10 +82,10 @@ for name in ("llama-3.2-1b@L4", "llama-3.2-1b"):
             arrays += [*w, c.keys, c.values]
         mx.eval(h, meta)
         ts = []
-        for _ in range(5):
+        for _ in range(9):
             t0 = time.perf_counter()
             mx.eval(row_step.step(h, meta, step.barrier, step.consts, step.inv_freq, arrays,
                                   step.shape, step.head_norms))
             ts.append((time.perf_counter() - t0) * 1e3)
         ts.sort()
-        print(f"{'':18s} kernel alone: {ts[2]:.3f} ms (min {ts[0]:.3f})", flush=True)
+        print(f"{'':16s} kernel alone: {ts[4]:.3f} ms (min {ts[0]:.3f})", flush=True)

@@ -1,5 +1,5 @@
 """One decode row's whole forward, every layer, as one persistent kernel (CUDA): ``fast``'s
-step of one row, opt-in.
+step of one row.
 
 A decode step of one row is bound by the host on the H200, and a custom kernel costs the
 host about what two MLX ops cost (reports/bench/cuda-sm90/issue28-chain/): folding a
@@ -26,9 +26,14 @@ Every product, norm, RoPE and residual rounds to the model's dtype where MLX's o
 the sums' order and the attention's float path are the kernel's own, so ``fast`` on a GPU
 stays judged by KL against the oracle.
 
+The weights do not depend on the step's data: each warp asks L2 for the rows of its next
+round, and before a barrier for its first round after it (``PREFETCH``), so their loads
+overlap the wait.
+
 The grid barrier needs every block resident at once: a block (256 threads, at most 48 KiB
-of shared memory, at most 90 registers a thread) fits an SM at least twice, and the launch
-takes one block per SM (``blocks``).
+of shared memory, at most 106 registers a thread as ptxas compiled it:
+``tools/h200/row_step_compile_check.py``) fits an SM at least twice, and the launch takes
+one block per SM (``blocks``).
 """
 
 from __future__ import annotations
@@ -53,6 +58,10 @@ BLOCKS = 132  # the H200's SMs, where the driver cannot be asked (sm_count)
 # 0-4, phases 1-5) and, bit 5, the grid barriers (wrong results: for timing only)
 SKIP_ENV = "BATCHLAB_ROW_STEP_SKIP"
 GROUPS_ENV = "BATCHLAB_ROW_STEP_GROUPS"  # a probe's: the barrier's groups (0: one word)
+BARRIER_ENV = "BATCHLAB_ROW_STEP_BARRIER"  # a probe's: 0 fences + atomic, 1 release / acquire
+BARRIER_KIND = 0
+PREFETCH_ENV = "BATCHLAB_ROW_STEP_PREFETCH"  # a probe's: 0 no L2 prefetch of the weights
+PREFETCH = 1
 BARRIER_WORDS = 16384  # the barrier's buffer: 64 KiB, a device allocation (and room for
 # a word a group, 128 bytes apart, at up to 511 groups)
 
@@ -80,19 +89,48 @@ __device__ __forceinline__ float load_fresh(const T* p) {
     }
 }
 
+// Ask L2 for `bytes` from p (what the warp reads next), a 128-byte line a lane: the
+// weights do not depend on the step's data, so their loads can start before a barrier
+// and hide behind it. Call from a whole warp.
+__device__ __forceinline__ void prefetch_l2(const void* p, long long bytes) {
+    const char* c = static_cast<const char*>(p);
+    for (long long off = (threadIdx.x & 31) * 128; off < bytes; off += 32 * 128) {
+        asm volatile("prefetch.global.L2 [%0];" : : "l"(c + off));
+    }
+}
+
+// Row r of q, k and v stacked (QD rows of wq, then KD of wk, then KD of wv).
+template <typename T, int K, int QD, int KD>
+__device__ __forceinline__ const T* qkv_row(const T* wq, const T* wk, const T* wv, int r) {
+    if (r < QD) return wq + (long long)r * K;
+    if (r < QD + KD) return wk + (long long)(r - QD) * K;
+    return wv + (long long)(r - QD - KD) * K;
+}
+
 // Every block waits here until all have arrived; what a block wrote before it, every
 // block reads after it. A word flips: each block adds 1, one adds 2^31 - (n - 1), so the
 // word's top bit flips when the last of n arrives and its low bits come back to where
 // they were, ready for the next barrier and the next launch (cooperative groups' grid
 // sync does the same). The waits poll with plain volatile loads.
+// BAR = 1 (a probe's setting): the word's add a release, its polls acquires.
 // GROUPS = 0: every block at bar[0]. GROUPS > 0 (a probe's setting, not yet run): block
 // b joins group b % GROUPS at its own word, bar[32 (1 + g)]; block g leads group g and,
 // once its group is in, arrives at bar[0] for it: the atomics that meet at one word go
 // from one a block to one a group.
-template <int GROUPS>
+template <int GROUPS, int BAR>
 __device__ __forceinline__ void grid_barrier(unsigned* bar) {
     __syncthreads();
-    if (threadIdx.x == 0) {
+    if (BAR == 1 && threadIdx.x == 0) {
+        // the same word, its add a release and its polls acquires (CUTLASS's generic
+        // barrier): no full fence on either side
+        const unsigned add = blockIdx.x == 0 ? 0x80000000u - (gridDim.x - 1) : 1u;
+        unsigned old, now;
+        asm volatile("atom.add.release.gpu.u32 %0, [%1], %2;" : "=r"(old) : "l"(bar), "r"(add)
+                     : "memory");
+        do {
+            asm volatile("ld.acquire.gpu.u32 %0, [%1];" : "=r"(now) : "l"(bar) : "memory");
+        } while (((old ^ now) & 0x80000000u) == 0);
+    } else if (threadIdx.x == 0) {
         volatile unsigned* top = bar;
         __threadfence();
         if (GROUPS == 0) {
@@ -201,6 +239,7 @@ BODY = """
     constexpr int VE = 16 / sizeof(T);
     constexpr int QD = NQ * D;
     constexpr int NQKV = (NQ + 2 * NKV) * D;
+    constexpr int KD = NKV * D;
     constexpr int GROUP = NQ / NKV;
     constexpr int XS = K > QD ? (K > INTER ? K : INTER) : (QD > INTER ? QD : INTER);
     __shared__ alignas(16) T xs[XS];
@@ -237,6 +276,12 @@ BODY = """
         sn[i] = sinf(theta);
     }
     __syncthreads();
+    // PF: each warp asks L2 for the weights of its next round (and, before a barrier, of
+    // its first round after it); the order of every sum stays as it is
+    if (PF && gwarp < NQKV / 2) {
+        const T* const* p0 = reinterpret_cast<const T* const*>(tab[0]);
+        prefetch_l2(qkv_row<T, K, QD, KD>(p0[1], p0[2], p0[3], 2 * gwarp), 2LL * K * sizeof(T));
+    }
     for (int layer = 0; layer < L; ++layer) {
         const T* const* p = reinterpret_cast<const T* const*>(tab[layer]);
         const T* in_norm = p[0];
@@ -258,6 +303,10 @@ BODY = """
         stage_norm_fresh<T, K>(hsrc, in_norm, eps_in, xs, red);
         for (int u = gwarp; !(SKIP & 1) && u < NQKV / 2; u += nwarps) {
             const int r0 = 2 * u;
+            if (PF && u + nwarps < NQKV / 2) {
+                prefetch_l2(qkv_row<T, K, QD, KD>(wq, wk, wv, r0 + 2 * nwarps),
+                            2LL * K * sizeof(T));
+            }
             const T* w = wq;
             int rr = r0;
             const bool value = r0 >= QD + NKV * D;
@@ -283,7 +332,18 @@ BODY = """
                 }
             }
         }
-        if (!(SKIP & 32)) grid_barrier<GROUPS>(bar);
+        if (PF && gwarp < NQ * splits) {  // this warp's keys and values, then o_proj's rows
+            const int kvh = gwarp / splits / GROUP;
+            const int first = gwarp % splits * chunk;
+            const int n = (first + chunk < cached ? first + chunk : cached) - first;
+            const long long at = ((long long)kvh * cap + start + first) * D;
+            if (n > 0) {
+                prefetch_l2(kc + at, (long long)n * D * sizeof(T));
+                prefetch_l2(vc + at, (long long)n * D * sizeof(T));
+            }
+        }
+        if (PF && gwarp < K / 2) prefetch_l2(wo + 2LL * gwarp * QD, 2LL * QD * sizeof(T));
+        if (!(SKIP & 32)) grid_barrier<GROUPS, BAR>(bar);
 
         // 2. attention: a warp per (query head, slice of the keys)
         for (int u = gwarp; !(SKIP & 2) && u < NQ * splits; u += nwarps) {
@@ -370,7 +430,11 @@ BODY = """
             }
             __syncwarp();
         }
-        if (!(SKIP & 32)) grid_barrier<GROUPS>(bar);
+        if (PF && gwarp < INTER) {  // gate and up's first round
+            prefetch_l2(wg + (long long)gwarp * K, K * sizeof(T));
+            prefetch_l2(wu + (long long)gwarp * K, K * sizeof(T));
+        }
+        if (!(SKIP & 32)) grid_barrier<GROUPS, BAR>(bar);
 
         // 3. the partials merged into the attention's output, then o_proj + residual
         for (int t = threadIdx.x; t < NQ; t += blockDim.x) {
@@ -398,6 +462,9 @@ BODY = """
         __syncthreads();
         for (int u = gwarp; !(SKIP & 4) && u < K / 2; u += nwarps) {
             const int r0 = 2 * u;
+            if (PF && u + nwarps < K / 2) {
+                prefetch_l2(wo + (long long)(r0 + 2 * nwarps) * QD, 2LL * QD * sizeof(T));
+            }
             float d0, d1;
             two_dots<T, QD, 1, LD>(wo + (long long)r0 * QD, wo + (long long)(r0 + 1) * QD, xs,
                                    0, d0, d1);
@@ -408,12 +475,20 @@ BODY = """
                                            + static_cast<float>(static_cast<T>(d1)));
             }
         }
-        if (!(SKIP & 32)) grid_barrier<GROUPS>(bar);
+        if (PF && gwarp + nwarps < INTER) {  // gate and up's second round
+            prefetch_l2(wg + (long long)(gwarp + nwarps) * K, K * sizeof(T));
+            prefetch_l2(wu + (long long)(gwarp + nwarps) * K, K * sizeof(T));
+        }
+        if (!(SKIP & 32)) grid_barrier<GROUPS, BAR>(bar);
 
         // 4. norm, gate / up, silu(gate) * up
         stage_norm_fresh<T, K>(h, post_norm, eps_post, xs, red);
         for (int j = gwarp; !(SKIP & 8) && j < INTER; j += nwarps) {
             float g, up;
+            if (PF && j + 2 * nwarps < INTER) {  // two rounds ahead
+                prefetch_l2(wg + (long long)(j + 2 * nwarps) * K, K * sizeof(T));
+                prefetch_l2(wu + (long long)(j + 2 * nwarps) * K, K * sizeof(T));
+            }
             two_dots<T, K, 1, LD>(wg + (long long)j * K, wu + (long long)j * K, xs, 0, g, up);
             if (lane == 0) {
                 const float gf = static_cast<float>(static_cast<T>(g));
@@ -423,12 +498,16 @@ BODY = """
                                         * static_cast<float>(static_cast<T>(up)));
             }
         }
-        if (!(SKIP & 32)) grid_barrier<GROUPS>(bar);
+        if (PF && gwarp < K / 2) prefetch_l2(wd + 2LL * gwarp * INTER, 2LL * INTER * sizeof(T));
+        if (!(SKIP & 32)) grid_barrier<GROUPS, BAR>(bar);
 
         // 5. down_proj + residual
         stage_fresh<T, INTER>(act, xs);
         for (int u = gwarp; !(SKIP & 16) && u < K / 2; u += nwarps) {
             const int r0 = 2 * u;
+            if (PF && u + nwarps < K / 2) {
+                prefetch_l2(wd + (long long)(r0 + 2 * nwarps) * INTER, 2LL * INTER * sizeof(T));
+            }
             float d0, d1;
             two_dots<T, INTER, 1, LD>(wd + (long long)r0 * INTER,
                                       wd + (long long)(r0 + 1) * INTER, xs, 0, d0, d1);
@@ -438,7 +517,12 @@ BODY = """
                                            + static_cast<float>(static_cast<T>(d1)));
             }
         }
-        if (layer + 1 < L && !(SKIP & 32)) grid_barrier<GROUPS>(bar);
+        if (PF && layer + 1 < L && gwarp < NQKV / 2) {  // the next layer's q / k / v
+            const T* const* pn = reinterpret_cast<const T* const*>(tab[layer + 1]);
+            prefetch_l2(qkv_row<T, K, QD, KD>(pn[1], pn[2], pn[3], 2 * gwarp),
+                        2LL * K * sizeof(T));
+        }
+        if (layer + 1 < L && !(SKIP & 32)) grid_barrier<GROUPS, BAR>(bar);
     }
 """
 
@@ -502,13 +586,15 @@ def _kernel(layers: int, head_norms: bool):  # not gated: gpu only
 @functools.cache
 def _launch_arguments(dtype: mx.Dtype, hidden: int, head_dim: int, n_q: int, n_kv: int,
                       inter: int, layers: int, head_norms: bool, n_blocks: int,
-                      skip: int, groups: int) -> dict:  # not gated: gpu only
+                      skip: int, groups: int, barrier_kind: int,
+                      prefetch: int) -> dict:  # not gated: gpu only
     per_layer = len(layer_input_names(head_norms))
     return {
         "template": [("T", dtype), ("K", hidden), ("D", head_dim), ("NQ", n_q), ("NKV", n_kv),
                      ("INTER", inter), ("L", layers), ("NP", per_layer),
                      ("QKN", int(head_norms)), ("MAXS", MAX_SPLITS), ("LD", LOADS),
-                     ("SKIP", skip), ("GROUPS", groups)],
+                     ("SKIP", skip), ("GROUPS", groups), ("BAR", barrier_kind),
+                     ("PF", prefetch)],
         "grid": (n_blocks * THREADS, 1, 1), "threadgroup": (THREADS, 1, 1),
         "output_shapes": [(1, hidden), ((n_q + 2 * n_kv) * head_dim,), (inter,),
                           (n_q * MAX_SPLITS * (head_dim + 2),)],
@@ -528,6 +614,8 @@ def step(h: mx.array, meta: mx.array, barrier: mx.array, consts: mx.array,
     hidden, head_dim, n_q, n_kv, inter, layers = shape
     arguments = _launch_arguments(h.dtype, hidden, head_dim, n_q, n_kv, inter, layers,
                                   head_norms, blocks(), int(os.environ.get(SKIP_ENV, "0")),
-                                  int(os.environ.get(GROUPS_ENV, "0")))
+                                  int(os.environ.get(GROUPS_ENV, "0")),
+                                  int(os.environ.get(BARRIER_ENV, BARRIER_KIND)),
+                                  int(os.environ.get(PREFETCH_ENV, PREFETCH)))
     return _kernel(layers, head_norms)(
         inputs=[h, meta, barrier, consts, inv_freq, *layer_arrays], **arguments)[0]

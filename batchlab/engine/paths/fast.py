@@ -33,13 +33,12 @@ product with the vector ops around it (``chain_decode.py``, ``kernels/row_chain.
 another summing order, judged by the same KL gate. It is opt-in: on the H200 it flipped
 one near-tied top-1 on a tiny model's gate cell and shortened no step beyond the host's
 noise (reports/bench/cuda-sm90/issue28-chain/).
-``BATCHLAB_FAST_PERSISTENT=1`` (CUDA) makes a step of one row one kernel for all the
-layers, its blocks meeting at a grid barrier between a layer's phases
-(``persistent_decode.py``, ``kernels/row_step.py``): the host launches ~6 kernels a step.
-Judged by the same KL gate. On the H200 it made llama-3.2-1b's step 1.35 ms, 1.75x
-generate_step in the same run (reports/bench/cuda-sm90/issue28-persistent/); opt-in
-until the changes made after that run (the launch's blocks from the driver's SM count)
-have run there too.
+On CUDA a step of one row is one kernel for all the layers, its blocks meeting at a grid
+barrier between a layer's phases (``persistent_decode.py``, ``kernels/row_step.py``): the
+host launches ~6 kernels a step, where the step of one row is bound by the host. Judged
+by the same KL gate. On by default where the model fits it (llama and qwen3, head dims a
+multiple of 64); ``BATCHLAB_FAST_PERSISTENT=0`` switches it off
+(reports/bench/cuda-sm90/issue28-persistent/).
 ``BATCHLAB_FAST_PRETRANSPOSE=1`` runs a clone of the model whose projections keep ``W.T``
 made once (``pretransposed.py``: one node fewer per projection, the same operands and
 kernel); opt-in until an H200 run shows its bits unchanged (``pretranspose_probe.py``).
@@ -83,10 +82,11 @@ def _switched_on(name: str, default: str = "0") -> bool:  # not gated: gpu only
     return os.environ.get(name, default) == "1"
 
 
-def _opted_in(env: str, module, forward: type, model: nn.Module):
+def _opted_in(env: str, module, forward: type, model: nn.Module, default: str = "0"):
     """A one-row forward of ``module`` (the chain, the one-kernel step) for ``model``, where
-    ``env`` switches it on, on CUDA, and ``module.unsupported_reason`` takes the model."""
-    if (on_cuda() and _switched_on(env)
+    ``env`` (else ``default``) switches it on, on CUDA, and ``module.unsupported_reason``
+    takes the model."""
+    if (on_cuda() and _switched_on(env, default)
             and module.unsupported_reason(model) is None):  # not gated: gpu only
         return forward(model)
     return None
@@ -131,7 +131,7 @@ class FastScheduler(Scheduler):
             self.caches = BatchCaches(kv_class=GroupedDecodeKV)
         self._chain = _opted_in(CHAIN_ENV, chain_decode, chain_decode.RowChain, self.model)
         self._row_step = _opted_in(persistent_decode.PERSISTENT_ENV, persistent_decode,
-                                   persistent_decode.RowStep, self.model)
+                                   persistent_decode.RowStep, self.model, default="1")
 
     def _decode_logprobs(self, inputs: mx.array, caches: list) -> mx.array:
         rows = inputs.shape[0]

@@ -1,5 +1,5 @@
-"""``fast``'s decode step of one row on CUDA as one kernel for all the layers (opt-in:
-``BATCHLAB_FAST_PERSISTENT=1``; ``kernels/row_step.py``).
+"""``fast``'s decode step of one row on CUDA as one kernel for all the layers (on by
+default; ``BATCHLAB_FAST_PERSISTENT=0`` switches it off; ``kernels/row_step.py``).
 
 The host builds and launches the embedding, one kernel, the final norm and the head,
 where the modules' forward launches some 230 kernels for llama-3.2-1b (the chain, 118):

@@ -1,0 +1,46 @@
+# Issue 28, the nineteenth round's machine: the one-kernel step (kernels/row_step.py) on by
+# default, with each warp's L2 prefetch of its next weights (PREFETCH) and a release /
+# acquire grid barrier to choose from (BATCHLAB_ROW_STEP_BARRIER=1).
+#   1. where the kernel's time goes (row_step_diag.py: prefetch on / off, the barriers,
+#      each phase's share), then right and repeatable at the defaults (row_step_probe.py);
+#   2. the same probe with the release / acquire barrier; the gate's fast B=1 cells and
+#      cuda-repeat.toml's 18 one-row cells at the defaults, --live --repeat, no switch
+#      set; the B=1 cells again with the release / acquire barrier;
+#   3. the benches: llama-3.2-1b and qwen3-0.6b at B=1, the defaults, prefetch off, the
+#      other barrier, the kernel off;
+#   4. llama-3.1-8b at B=1, the kernel on and off (it is on by default there too);
+#   5. item 1: s46-next.sh 2 (invariant against l1 at 8B B=256, U=1 beside U=4).
+# Run as: bash tools/h200/s49-next.sh 1|2|3|4|5 (after staging; bench-lib's environment)
+set -u
+R=$OUT/r$1 TAG=r$1
+source tools/h200/bench-lib.sh
+gate() {  # tag, env (k=v,k=v or -), matrix, filter
+  env_args=$(echo $2 | tr ',' ' '); [ "$2" = - ] && env_args=
+  env $env_args timeout 280 python3 -m batchlab matrix run --matrix $3 --live --repeat \
+    --filter "$4" --jobs 8 --report $R/$1 > $R/$1.log 2>&1
+  echo "== gate $1 ($2): exit $?"; grep -E "cells passed|FAIL|not repeatable" $R/$1.log | head -12
+  rm -f $R/$1/heatmap.png; pack
+}
+case "$1" in
+1) timeout 200 python3 tools/h200/row_step_diag.py > $R/diag.log 2>&1
+   echo "== diag: exit $?"; cat $R/diag.log; pack
+   timeout 240 python3 tools/h200/row_step_probe.py fast > $R/probe-fast.log 2>&1
+   echo "== row_step_probe fast: exit $?"; tail -12 $R/probe-fast.log; pack ;;
+2) BATCHLAB_ROW_STEP_BARRIER=1 timeout 240 python3 tools/h200/row_step_probe.py fast \
+     > $R/probe-fast-bar1.log 2>&1
+   echo "== row_step_probe fast, release / acquire barrier: exit $?"
+   tail -12 $R/probe-fast-bar1.log; pack
+   gate gate-b1 - matrices/cuda.toml 'fast/*/B1/*'
+   gate repeat-b1 - matrices/cuda-repeat.toml \
+     'fast/*/B1/*/ctx-grow/*,fast/*/B2/*,fast/*/B1/*/*_t0.8*'
+   gate gate-b1-bar1 BATCHLAB_ROW_STEP_BARRIER=1 matrices/cuda.toml 'fast/*/B1/*' ;;
+3) bench 1b-on - llama-3.2-1b 1 fast 3 100
+   bench 1b-pf0 BATCHLAB_ROW_STEP_PREFETCH=0 llama-3.2-1b 1 fast 3 100
+   bench 1b-bar1 BATCHLAB_ROW_STEP_BARRIER=1 llama-3.2-1b 1 fast 3 100
+   bench 1b-off BATCHLAB_FAST_PERSISTENT=0 llama-3.2-1b 1 fast 3 100
+   bench q06-on - qwen3-0.6b 1 fast 3 100
+   bench q06-off BATCHLAB_FAST_PERSISTENT=0 qwen3-0.6b 1 fast 3 100 ;;
+4) bench 8b-on - llama-3.1-8b 1 fast 2 200
+   bench 8b-off BATCHLAB_FAST_PERSISTENT=0 llama-3.1-8b 1 fast 2 200 ;;
+5) bash tools/h200/s46-next.sh 2 ;;
+esac
