@@ -43,6 +43,22 @@ class KLGate:
 
     max_kl: float  # nats, worst single step of any row
     min_same_top1: float  # share of compared steps whose argmax agrees
+    # top-1 misses a comparison may hold however few its steps. A greedy row's comparison
+    # ends at its first differing token, with that step its one miss: a row that flips on
+    # a near-tie at step k holds (k - 1) / k, under 90% for any k under 10, whatever the
+    # path. Where correct paths flip that way (FAST_KL_GATE_GPU_16BIT), one miss is allowed
+    # below 1 / (1 - min_same_top1) steps; from there on the share alone judges.
+    free_misses: int = 0
+
+    def admits(self, stats: KLStats) -> bool:
+        misses = stats.steps - round(stats.same_top1 * stats.steps)
+        return stats.max_kl <= self.max_kl and (stats.same_top1 >= self.min_same_top1
+                                                or misses <= self.free_misses)
+
+    def describe(self) -> str:
+        free = (f" (or at most {self.free_misses} miss{'es' if self.free_misses > 1 else ''})"
+                if self.free_misses else "")
+        return f"gate max KL <= {self.max_kl:g}, same top-1 >= {self.min_same_top1:.0%}{free}"
 
 
 # The one tolerance of the lab paths (fast, compiled) where they are not bit-exact; the
@@ -64,10 +80,15 @@ LAB_KL_GATE = KLGate(max_kl=1e-3, min_same_top1=0.99)
 #   KL 0.24 to 2.2, same top-1 50-89%.
 # The gate sits between: about 5x the noise's largest KL and 6x under the mildest bug's;
 # top-1 at SECOND_KL_GATE's 90%, under the noise's 96% and over the bugs' 85%.
+# One miss is free: at the noise's 2-4% of flips a step, a row of one flips inside its
+# first 9 steps in about a quarter of cells. On the H200 (nineteenth round, cuda-repeat's
+# one-row cells) 5 of 18 did, each with that one miss at steps 6-9 and max KL 4.8e-4 to
+# 1.8e-3 (inside the noise), one of them on a model the one-kernel step does not run
+# (reports/bench/cuda-sm90/issue28-persistent/). The bugs above stay out on their KL.
 # fast's own-order decode kernel (grouped_decode_tiled.py, the CUDA default since) against
 # the looped kernel's MLX order, fast at B=256 on the H200: max KL 4.1e-4, top-1 97.4%
 # (reports/bench/cuda-sm90/issue28-tiled/); its CUDA cells' largest max KL 4.3e-3.
-FAST_KL_GATE_GPU_16BIT = KLGate(max_kl=0.02, min_same_top1=0.9)
+FAST_KL_GATE_GPU_16BIT = KLGate(max_kl=0.02, min_same_top1=0.9, free_misses=1)
 
 # The quantized-KV paths where a row is not bit-exact against its serial QuantizedKVCache
 # run (sliding-window rings, which mlx-lm cannot quantize; rows quantized before their

@@ -81,10 +81,9 @@ def second_judge(cell: Cell, judging: Judging, exact: bool, golden: Trajectory,
                              detail=f"{where}; the golden keeps no logprobs for the KL gate: "
                                     "regenerate it (`batchlab golden regen`) or rerun --live")
     stats = kl_stats(want, have)
-    inside = stats.max_kl <= gate.max_kl and stats.same_top1 >= gate.min_same_top1
     flips = sum(1 for name in rows if want.rows[name] and want.rows[name][-1].token
                 != have.rows[name][-1].token)
     cut = f" (compared up to the first differing token: {flips} rows flip)" if flips else ""
-    return SecondVerdict(passed=inside, divergence=divergence, kl=stats,
-                         detail=f"not bit-exact {where}; {stats.describe()}{cut}; gate max KL "
-                                f"<= {gate.max_kl:g}, same top-1 >= {gate.min_same_top1:.0%}")
+    return SecondVerdict(passed=gate.admits(stats), divergence=divergence, kl=stats,
+                         detail=f"not bit-exact {where}; {stats.describe()}{cut}; "
+                                f"{gate.describe()}")

@@ -1,4 +1,4 @@
-"""``persistent_decode``: fast's one-row step as one kernel for every layer (CUDA, opt-in).
+"""``persistent_decode``: fast's one-row step as one kernel for every layer (CUDA).
 
 The kernel runs only on CUDA. Here ``row_step.step`` is replaced by the MLX ops it does, in
 the modules' order, reading what the kernel reads (the step's ``meta``, the constants,
@@ -7,7 +7,7 @@ cache's buffers as the kernel does. So the host's side (room in the cache, buffe
 its own, the write column, the RoPE position, the count after the step, the arrays that
 come after the kernel) must give the flat forward's bits on the CPU. The kernel's own
 arithmetic is checked on the H200 (``tools/h200/row_step_probe.py``) and by the CUDA
-matrix's fast cells with ``BATCHLAB_FAST_PERSISTENT=1``."""
+matrix's fast cells, where it runs by default (their models are small)."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 import tomllib
 from mlx import nn
+from mlx.utils import tree_flatten
 from mlx_lm.models import gemma, llama
 from mlx_lm.models.activations import swiglu
 from test_flat_decode import COMMON, emissions, tiny
@@ -263,3 +264,32 @@ def test_the_launch_takes_a_block_per_sm_as_the_driver_counts_them(monkeypatch, 
         assert row_step.blocks() == 40
     finally:
         row_step.sm_count.cache_clear()
+
+
+def test_the_kernel_is_on_by_default_up_to_its_layers_bytes(monkeypatch):
+    model = tiny("llama", False)
+    layers = sum(v.nbytes for layer in model.model.layers
+                 for _, v in tree_flatten(layer.parameters()))
+    monkeypatch.setattr(persistent_decode, "DEFAULT_MAX_LAYER_BYTES", layers)
+    assert persistent_decode.on_by_default(model)
+    monkeypatch.setattr(persistent_decode, "DEFAULT_MAX_LAYER_BYTES", layers - 1)
+    assert not persistent_decode.on_by_default(model)
+
+
+@pytest.mark.parametrize("cuda,switch,default,built", [
+    (True, None, True, True), (True, None, False, False), (True, "1", False, True),
+    (True, "0", True, False), (True, "yes", True, False), (False, "1", True, False)])
+def test_a_one_row_forward_is_built_where_switched_or_by_default(monkeypatch, cuda, switch,
+                                                                  default, built):
+    class Module:
+        @staticmethod
+        def unsupported_reason(model):
+            return None
+
+    monkeypatch.setattr(fast, "on_cuda", lambda: cuda)
+    monkeypatch.delenv("BATCHLAB_TEST_SWITCH", raising=False)
+    if switch is not None:
+        monkeypatch.setenv("BATCHLAB_TEST_SWITCH", switch)
+    got = fast._opted_in("BATCHLAB_TEST_SWITCH", Module, lambda model: "forward", object(),
+                         lambda model: default)
+    assert got == ("forward" if built else None)

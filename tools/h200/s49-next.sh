@@ -9,8 +9,11 @@
 #   3. the benches: llama-3.2-1b and qwen3-0.6b at B=1, the defaults, prefetch off, the
 #      other barrier, the kernel off;
 #   4. llama-3.1-8b at B=1, the kernel on and off (it is on by default there too);
-#   5. item 1: s46-next.sh 2 (invariant against l1 at 8B B=256, U=1 beside U=4).
-# Run as: bash tools/h200/s49-next.sh 1|2|3|4|5 (after staging; bench-lib's environment)
+#   5. item 1: s46-next.sh 2 (invariant against l1 at 8B B=256, U=1 beside U=4);
+#   6. after 1-4 (the kernel on by default only up to DEFAULT_MAX_LAYER_BYTES; the fast GPU
+#      gate's one free top-1 miss): cuda-repeat's one-row cells and the gate's fast B=1
+#      cells again, no switch set, then the benches at the defaults (8B: the kernel off).
+# Run as: bash tools/h200/s49-next.sh 1|2|3|4|5|6 (after staging; bench-lib's environment)
 set -u
 R=$OUT/r$1 TAG=r$1
 source tools/h200/bench-lib.sh
@@ -43,4 +46,10 @@ case "$1" in
 4) bench 8b-on - llama-3.1-8b 1 fast 2 200
    bench 8b-off BATCHLAB_FAST_PERSISTENT=0 llama-3.1-8b 1 fast 2 200 ;;
 5) bash tools/h200/s46-next.sh 2 ;;
+6) gate repeat-b1 - matrices/cuda-repeat.toml \
+     'fast/*/B1/*/ctx-grow/*,fast/*/B2/*,fast/*/B1/*/*_t0.8*'
+   gate gate-b1 - matrices/cuda.toml 'fast/*/B1/*'
+   bench 1b - llama-3.2-1b 1 fast 3 100
+   bench q06 - qwen3-0.6b 1 fast 3 100
+   bench 8b - llama-3.1-8b 1 fast 2 200 ;;
 esac

@@ -37,7 +37,8 @@ On CUDA a step of one row is one kernel for all the layers, its blocks meeting a
 barrier between a layer's phases (``persistent_decode.py``, ``kernels/row_step.py``): the
 host launches ~6 kernels a step, where the step of one row is bound by the host. Judged
 by the same KL gate. On by default where the model fits it (llama and qwen3, head dims a
-multiple of 64); ``BATCHLAB_FAST_PERSISTENT=0`` switches it off
+multiple of 64) and its layers are small (``persistent_decode.on_by_default``);
+``BATCHLAB_FAST_PERSISTENT=1`` switches it on for any model it fits, ``=0`` off
 (reports/bench/cuda-sm90/issue28-persistent/).
 ``BATCHLAB_FAST_PRETRANSPOSE=1`` runs a clone of the model whose projections keep ``W.T``
 made once (``pretransposed.py``: one node fewer per projection, the same operands and
@@ -82,13 +83,15 @@ def _switched_on(name: str, default: str = "0") -> bool:  # not gated: gpu only
     return os.environ.get(name, default) == "1"
 
 
-def _opted_in(env: str, module, forward: type, model: nn.Module, default: str = "0"):
-    """A one-row forward of ``module`` (the chain, the one-kernel step) for ``model``, where
-    ``env`` (else ``default``) switches it on, on CUDA, and ``module.unsupported_reason``
-    takes the model."""
-    if (on_cuda() and _switched_on(env, default)
-            and module.unsupported_reason(model) is None):  # not gated: gpu only
-        return forward(model)
+def _opted_in(env: str, module, forward: type, model: nn.Module,
+              by_default=lambda model: False):
+    """A one-row forward of ``module`` (the chain, the one-kernel step) for ``model``, on
+    CUDA, where ``module.unsupported_reason`` takes the model and ``env`` is "1" (unset:
+    where ``by_default(model)``)."""
+    if on_cuda() and module.unsupported_reason(model) is None:  # not gated: gpu only
+        switch = os.environ.get(env)
+        if switch == "1" or (switch is None and by_default(model)):  # not gated: gpu only
+            return forward(model)
     return None
 
 
@@ -131,7 +134,8 @@ class FastScheduler(Scheduler):
             self.caches = BatchCaches(kv_class=GroupedDecodeKV)
         self._chain = _opted_in(CHAIN_ENV, chain_decode, chain_decode.RowChain, self.model)
         self._row_step = _opted_in(persistent_decode.PERSISTENT_ENV, persistent_decode,
-                                   persistent_decode.RowStep, self.model, default="1")
+                                   persistent_decode.RowStep, self.model,
+                                   persistent_decode.on_by_default)
 
     def _decode_logprobs(self, inputs: mx.array, caches: list) -> mx.array:
         rows = inputs.shape[0]

@@ -1,5 +1,6 @@
-"""``fast``'s decode step of one row on CUDA as one kernel for all the layers (on by
-default; ``BATCHLAB_FAST_PERSISTENT=0`` switches it off; ``kernels/row_step.py``).
+"""``fast``'s decode step of one row on CUDA as one kernel for all the layers
+(``kernels/row_step.py``): on by default where the layers are small (``on_by_default``);
+``BATCHLAB_FAST_PERSISTENT=1`` switches it on for any model it can run, ``=0`` off.
 
 The host builds and launches the embedding, one kernel, the final norm and the head,
 where the modules' forward launches some 230 kernels for llama-3.2-1b (the chain, 118):
@@ -28,6 +29,13 @@ from batchlab.engine.kernels import row_chain, row_step
 from batchlab.engine.paths import chain_decode, flat_decode
 
 PERSISTENT_ENV = "BATCHLAB_FAST_PERSISTENT"
+# The layers' weight bytes up to which the kernel runs by default. Its phases are bound by
+# latency (one block an SM): on the H200 llama-3.2-1b's 1.95 GB of layers took 1.30 ms a
+# step with it against fast's own 1.61, host-bound; llama-3.1-8b's 15 GB took 6.26 ms
+# against 4.79, where MLX's products stream the weights faster
+# (reports/bench/cuda-sm90/issue28-persistent/). The kernel's ~1.6 TB/s meets the host's
+# ~1.6 ms near 2.5 GB.
+DEFAULT_MAX_LAYER_BYTES = 2_500_000_000
 
 
 def _layer_arrays(layer: nn.Module,  # not gated: gpu only
@@ -78,6 +86,15 @@ def unsupported_reason(model: nn.Module) -> str | None:  # not gated: gpu only
     if used > row_step.SHARED_BYTES:
         return f"{used} bytes of shared memory a block (at most {row_step.SHARED_BYTES})"
     return None
+
+
+def on_by_default(model: nn.Module) -> bool:  # not gated: gpu only
+    """Whether the kernel runs ``model``'s one-row step unless switched: its layers' weights
+    are at most ``DEFAULT_MAX_LAYER_BYTES`` (called once ``unsupported_reason`` is None)."""
+    head_norms = flat_decode.FAMILIES[type(model).__module__]
+    layers = model.model.layers
+    return (sum(a.nbytes for layer in layers for a in _layer_arrays(layer, head_norms))
+            <= DEFAULT_MAX_LAYER_BYTES)
 
 
 class RowStep:
