@@ -245,8 +245,8 @@ class FakeDriver:
 
 
 @pytest.mark.parametrize("driver,expected", [
-    (FakeDriver(78), 78), (FakeDriver(78, "cuInit"), row_step.BLOCKS),
-    (FakeDriver(78, "cuDeviceGetAttribute"), row_step.BLOCKS), (None, row_step.BLOCKS)])
+    (FakeDriver(78), 78), (FakeDriver(78, "cuInit"), row_step.SMS),
+    (FakeDriver(78, "cuDeviceGetAttribute"), row_step.SMS), (None, row_step.SMS)])
 def test_the_launch_takes_a_block_per_sm_as_the_driver_counts_them(monkeypatch, driver,
                                                                     expected):
     def load(name):
@@ -259,7 +259,7 @@ def test_the_launch_takes_a_block_per_sm_as_the_driver_counts_them(monkeypatch, 
     monkeypatch.delenv(row_step.BLOCKS_ENV, raising=False)
     row_step.sm_count.cache_clear()
     try:
-        assert row_step.blocks() == expected
+        assert row_step.blocks() == expected * row_step.BLOCKS_PER_SM
         monkeypatch.setenv(row_step.BLOCKS_ENV, "40")
         assert row_step.blocks() == 40
     finally:

@@ -5,12 +5,13 @@ kernel alone, on llama-3.2-1b at 4 layers and at 16, under the probe switches:
 acquire), ``BATCHLAB_ROW_STEP_PREFETCH`` (0: no L2 prefetch), ``BATCHLAB_ROW_STEP_GROUPS``
 and ``BATCHLAB_ROW_STEP_BLOCKS``.
 
-    PYTHONPATH=/tmp/site:$PWD python3 tools/h200/row_step_diag.py
+    PYTHONPATH=/tmp/site:$PWD python3 tools/h200/row_step_diag.py [blocks]
 """
 
 from __future__ import annotations
 
 import os
+import sys
 import time
 
 import mlx.core as mx
@@ -38,6 +39,12 @@ SWITCHES = {"blocks": row_step.BLOCKS_ENV, "skip": row_step.SKIP_ENV,
             "groups": row_step.GROUPS_ENV, "bar": row_step.BARRIER_ENV,
             "pf": row_step.PREFETCH_ENV}
 BASE = {"blocks": "132", "skip": "0", "groups": "0", "bar": "0", "pf": "1"}
+# ``blocks`` (nineteenth round, second machine): two blocks an SM against one
+BLOCK_SETTINGS = {
+    "llama-3.2-1b": [{}, {"blocks": "264"}, {"blocks": "198"}, {"blocks": "264", "pf": "0"},
+                     {"blocks": "264", "bar": "1"}, {"skip": "31"}, {"skip": "31", "blocks": "264"},
+                     {}, {"blocks": "264"}],
+}
 SETTINGS = {  # each model's settings, changes from BASE
     "llama-3.2-1b@L4": [{}, {"pf": "0"}, {"bar": "1"}, {"skip": "32"}, {"skip": "31"},
                         {"skip": "31", "bar": "1"}, {"skip": "31", "groups": "12"}],
@@ -47,7 +54,7 @@ SETTINGS = {  # each model's settings, changes from BASE
                      {"skip": "31", "bar": "1"}, {"skip": "32"}, {}, {"pf": "0"}],
 }
 
-for name, settings in SETTINGS.items():
+for name, settings in (BLOCK_SETTINGS if sys.argv[1:] == ["blocks"] else SETTINGS).items():
     model = load_model(name).model
     step = RowStep(model)
     caches = caches_for(step)

@@ -13,7 +13,10 @@
 #   6. after 1-4 (the kernel on by default only up to DEFAULT_MAX_LAYER_BYTES; the fast GPU
 #      gate's one free top-1 miss): cuda-repeat's one-row cells and the gate's fast B=1
 #      cells again, no switch set, then the benches at the defaults (8B: the kernel off).
-# Run as: bash tools/h200/s49-next.sh 1|2|3|4|5|6 (after staging; bench-lib's environment)
+#   7. two blocks an SM against one (row_step.BLOCKS_PER_SM; the merge's loads now
+#      __ldcg): row_step_diag.py blocks, the benches at 132 and 264 blocks;
+#   8. the gates of 6 at 264 blocks and at the default; the probe at 264.
+# Run as: bash tools/h200/s49-next.sh 1-8 (after staging; bench-lib's environment)
 set -u
 R=$OUT/r$1 TAG=r$1
 source tools/h200/bench-lib.sh
@@ -52,4 +55,20 @@ case "$1" in
    bench 1b - llama-3.2-1b 1 fast 3 100
    bench q06 - qwen3-0.6b 1 fast 3 100
    bench 8b - llama-3.1-8b 1 fast 2 200 ;;
+7) timeout 150 python3 tools/h200/row_step_diag.py blocks > $R/diag.log 2>&1
+   echo "== diag blocks: exit $?"; cat $R/diag.log; pack
+   for round in 1 2; do
+     bench 1b-132-$round - llama-3.2-1b 1 fast 3 100
+     bench 1b-264-$round BATCHLAB_ROW_STEP_BLOCKS=264 llama-3.2-1b 1 fast 3 100
+   done
+   bench q06-132 - qwen3-0.6b 1 fast 3 100
+   bench q06-264 BATCHLAB_ROW_STEP_BLOCKS=264 qwen3-0.6b 1 fast 3 100 ;;
+8) BATCHLAB_ROW_STEP_BLOCKS=264 timeout 200 python3 tools/h200/row_step_probe.py fast \
+     > $R/probe-264.log 2>&1
+   echo "== row_step_probe fast, 264 blocks: exit $?"; tail -3 $R/probe-264.log; pack
+   for blocks in 264 0; do
+     gate repeat-b1-$blocks BATCHLAB_ROW_STEP_BLOCKS=$blocks matrices/cuda-repeat.toml \
+       'fast/*/B1/*/ctx-grow/*,fast/*/B2/*,fast/*/B1/*/*_t0.8*'
+     gate gate-b1-$blocks BATCHLAB_ROW_STEP_BLOCKS=$blocks matrices/cuda.toml 'fast/*/B1/*'
+   done ;;
 esac

@@ -53,7 +53,8 @@ MAX_SPLITS = 32  # slices of the keys a query head's attention is split into, at
 KEYS_A_SPLIT = 64  # keys a slice aims for: fewer slices below 64 * MAX_SPLITS keys
 SHARED_BYTES = 48 * 1024  # a block's static shared memory, at most
 BLOCKS_ENV = "BATCHLAB_ROW_STEP_BLOCKS"
-BLOCKS = 132  # the H200's SMs, where the driver cannot be asked (sm_count)
+SMS = 132  # the H200's SMs, where the driver cannot be asked (sm_count)
+BLOCKS_PER_SM = 1  # a block fits an SM twice over (BLOCKS_ENV may ask for up to 2 an SM)
 # a probe's switch, to time the parts: a mask of the phases whose work is skipped (bits
 # 0-4, phases 1-5) and, bit 5, the grid barriers (wrong results: for timing only)
 SKIP_ENV = "BATCHLAB_ROW_STEP_SKIP"
@@ -437,27 +438,37 @@ BODY = """
         if (!(SKIP & 32)) grid_barrier<GROUPS, BAR>(bar);
 
         // 3. the partials merged into the attention's output, then o_proj + residual
+        // (the partials through __ldcg, L2 as load_fresh, but loads the compiler may issue
+        // together: the sums' order is the loops')
         for (int t = threadIdx.x; t < NQ; t += blockDim.x) {
             const float* pt = part + (long long)t * MAXS * (D + 2);
             float mx_ = NEG_INF;
-            for (int s = 0; s < splits; ++s) mx_ = fmaxf(mx_, load_fresh(pt + s * (D + 2)));
+#pragma unroll 4
+            for (int s = 0; s < splits; ++s) mx_ = fmaxf(mx_, __ldcg(pt + s * (D + 2)));
             float total = 0.0f;
+#pragma unroll 4
             for (int s = 0; s < splits; ++s) {
-                const float e = expf(load_fresh(pt + s * (D + 2)) - mx_);
+                const float e = expf(__ldcg(pt + s * (D + 2)) - mx_);
                 wts[t * MAXS + s] = e;
-                total += load_fresh(pt + s * (D + 2) + 1) * e;
+                total += __ldcg(pt + s * (D + 2) + 1) * e;
             }
             for (int s = 0; s < splits; ++s) wts[t * MAXS + s] /= total;
         }
         __syncthreads();
-        for (int e = threadIdx.x; e < QD; e += blockDim.x) {
-            const int qh = e / D;
-            const float* pt = part + (long long)qh * MAXS * (D + 2) + 2 + e % D;
-            float o = 0.0f;
-            for (int s = 0; s < splits; ++s) {
-                o = fmaf(wts[qh * MAXS + s], load_fresh(pt + s * (D + 2)), o);
+        constexpr int TH = W * 32;
+#pragma unroll
+        for (int i = 0; i < (QD + TH - 1) / TH; ++i) {
+            const int e = threadIdx.x + TH * i;
+            if (e < QD) {
+                const int qh = e / D;
+                const float* pt = part + (long long)qh * MAXS * (D + 2) + 2 + e % D;
+                float o = 0.0f;
+#pragma unroll 4
+                for (int s = 0; s < splits; ++s) {
+                    o = fmaf(wts[qh * MAXS + s], __ldcg(pt + s * (D + 2)), o);
+                }
+                xs[e] = static_cast<T>(o);
             }
-            xs[e] = static_cast<T>(o);
         }
         __syncthreads();
         for (int u = gwarp; !(SKIP & 4) && u < K / 2; u += nwarps) {
@@ -570,9 +581,9 @@ def sm_count() -> int | None:  # not gated: gpu only
 
 
 def blocks() -> int:  # not gated: gpu only
-    """The launch's blocks: one per SM, so every block is resident at once (a block fits
-    an SM twice over, so BATCHLAB_ROW_STEP_BLOCKS may go up to twice the SMs, no higher)."""
-    return int(os.environ.get(BLOCKS_ENV, 0)) or sm_count() or BLOCKS
+    """The launch's blocks: ``BLOCKS_PER_SM`` an SM, so every block is resident at once (a
+    block fits an SM twice over: BATCHLAB_ROW_STEP_BLOCKS may go up to twice the SMs)."""
+    return int(os.environ.get(BLOCKS_ENV, 0)) or (sm_count() or SMS) * BLOCKS_PER_SM
 
 
 @functools.cache
