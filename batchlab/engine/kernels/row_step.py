@@ -31,7 +31,7 @@ round, and before a barrier for its first round after it (``PREFETCH``), so thei
 overlap the wait.
 
 The grid barrier needs every block resident at once: a block (256 threads, at most 48 KiB
-of shared memory, at most 106 registers a thread as ptxas compiled it:
+of shared memory, at most 104 registers a thread as ptxas compiled it:
 ``tools/h200/row_step_compile_check.py``) fits an SM at least twice, and the launch takes
 one block per SM (``blocks``).
 """
@@ -456,7 +456,7 @@ BODY = """
         }
         __syncthreads();
         constexpr int TH = W * 32;
-#pragma unroll
+#pragma unroll 2
         for (int i = 0; i < (QD + TH - 1) / TH; ++i) {
             const int e = threadIdx.x + TH * i;
             if (e < QD) {
