@@ -54,45 +54,50 @@ SETTINGS = {  # each model's settings, changes from BASE
                      {"skip": "31", "bar": "1"}, {"skip": "32"}, {}, {"pf": "0"}],
 }
 
-for name, settings in (BLOCK_SETTINGS if sys.argv[1:] == ["blocks"] else SETTINGS).items():
-    model = load_model(name).model
-    step = RowStep(model)
-    caches = caches_for(step)
-    tokens = mx.array([5], dtype=mx.int32)
-    for change in settings:
-        setting = {**BASE, **change}
-        for key, value in setting.items():
-            os.environ[SWITCHES[key]] = value
-        label = " ".join(f"{k} {v:>3s}" for k, v in setting.items())
-        for _ in range(3):
-            mx.eval(step.logits(tokens, caches))
-        build, run = [], []
-        for _ in range(10):
-            t0 = time.perf_counter()
-            out = step.logits(tokens, caches)
-            t1 = time.perf_counter()
-            mx.eval(out)
-            t2 = time.perf_counter()
-            build.append((t1 - t0) * 1e3)
-            run.append((t2 - t1) * 1e3)
-        build.sort()
-        run.sort()
-        print(f"{name:16s} {label}: build {build[5]:.3f} ms, eval {run[5]:.3f} ms "
-              f"(min {run[0]:.3f})", flush=True)
-        # the kernel alone, its inputs evaluated first
-        hidden, dim, n_q, n_kv, inter, layers = step.shape
-        h = step.embed(tokens)
-        first = caches[0]
-        meta = mx.array([first._idx, 0, first._idx, first.keys.shape[2]], dtype=mx.int32)
-        arrays = []
-        for w, c in zip(step.weights, caches):
-            arrays += [*w, c.keys, c.values]
-        mx.eval(h, meta)
-        ts = []
-        for _ in range(9):
-            t0 = time.perf_counter()
-            mx.eval(row_step.step(h, meta, step.barrier, step.consts, step.inv_freq, arrays,
-                                  step.shape, step.head_norms))
-            ts.append((time.perf_counter() - t0) * 1e3)
-        ts.sort()
-        print(f"{'':16s} kernel alone: {ts[4]:.3f} ms (min {ts[0]:.3f})", flush=True)
+def main() -> None:
+    for name, settings in (BLOCK_SETTINGS if sys.argv[1:] == ["blocks"] else SETTINGS).items():
+        model = load_model(name).model
+        step = RowStep(model)
+        caches = caches_for(step)
+        tokens = mx.array([5], dtype=mx.int32)
+        for change in settings:
+            setting = {**BASE, **change}
+            for key, value in setting.items():
+                os.environ[SWITCHES[key]] = value
+            label = " ".join(f"{k} {v:>3s}" for k, v in setting.items())
+            for _ in range(3):
+                mx.eval(step.logits(tokens, caches))
+            build, run = [], []
+            for _ in range(10):
+                t0 = time.perf_counter()
+                out = step.logits(tokens, caches)
+                t1 = time.perf_counter()
+                mx.eval(out)
+                t2 = time.perf_counter()
+                build.append((t1 - t0) * 1e3)
+                run.append((t2 - t1) * 1e3)
+            build.sort()
+            run.sort()
+            print(f"{name:16s} {label}: build {build[5]:.3f} ms, eval {run[5]:.3f} ms "
+                  f"(min {run[0]:.3f})", flush=True)
+            # the kernel alone, its inputs evaluated first
+            hidden, dim, n_q, n_kv, inter, layers = step.shape
+            h = step.embed(tokens)
+            first = caches[0]
+            meta = mx.array([first._idx, 0, first._idx, first.keys.shape[2]], dtype=mx.int32)
+            arrays = []
+            for w, c in zip(step.weights, caches):
+                arrays += [*w, c.keys, c.values]
+            mx.eval(h, meta)
+            ts = []
+            for _ in range(9):
+                t0 = time.perf_counter()
+                mx.eval(row_step.step(h, meta, step.barrier, step.consts, step.inv_freq, arrays,
+                                      step.shape, step.head_norms))
+                ts.append((time.perf_counter() - t0) * 1e3)
+            ts.sort()
+            print(f"{'':16s} kernel alone: {ts[4]:.3f} ms (min {ts[0]:.3f})", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -16,7 +16,9 @@
 #   7. two blocks an SM against one (row_step.BLOCKS_PER_SM; the merge's loads now
 #      __ldcg): row_step_diag.py blocks, the benches at 132 and 264 blocks;
 #   8. the gates of 6 at 264 blocks and at the default; the probe at 264.
-# Run as: bash tools/h200/s49-next.sh 1-8 (after staging; bench-lib's environment)
+#   9. Nsight Compute over one launch of the kernel (llama-3.2-1b): throughput, occupancy,
+#      the warps' stalls, for the next round.
+# Run as: bash tools/h200/s49-next.sh 1-9 (after staging; bench-lib's environment)
 set -u
 R=$OUT/r$1 TAG=r$1
 source tools/h200/bench-lib.sh
@@ -71,4 +73,10 @@ case "$1" in
        'fast/*/B1/*/ctx-grow/*,fast/*/B2/*,fast/*/B1/*/*_t0.8*'
      gate gate-b1-$blocks BATCHLAB_ROW_STEP_BLOCKS=$blocks matrices/cuda.toml 'fast/*/B1/*'
    done ;;
+9) NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu 2>/dev/null | head -1)
+   timeout 300 $NCU --kernel-name regex:row_step --launch-skip 4 --launch-count 1 \
+     --clock-control none --section SpeedOfLight --section MemoryWorkloadAnalysis \
+     --section WarpStateStats --section SchedulerStats --section Occupancy \
+     --section LaunchStats python3 tools/h200/row_step_ncu.py > $R/ncu.txt 2> $R/ncu.err
+   echo "== ncu: exit $?"; tail -3 $R/ncu.err; cat $R/ncu.txt | grep -v "^==PROF==" | tail -150; pack ;;
 esac
