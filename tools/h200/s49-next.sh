@@ -18,7 +18,9 @@
 #   8. the gates of 6 at 264 blocks and at the default; the probe at 264.
 #   9. Nsight Compute over one launch of the kernel (llama-3.2-1b): throughput, occupancy,
 #      the warps' stalls, for the next round.
-# Run as: bash tools/h200/s49-next.sh 1-9 (after staging; bench-lib's environment)
+#  10. a warp's first round of each phase read before the barrier (PRE, off by default):
+#      the probe with it, then the 1B bench with it and without, interleaved.
+# Run as: bash tools/h200/s49-next.sh 1-10 (after staging; bench-lib's environment)
 set -u
 R=$OUT/r$1 TAG=r$1
 source tools/h200/bench-lib.sh
@@ -79,4 +81,9 @@ case "$1" in
      --section WarpStateStats --section SchedulerStats --section Occupancy \
      --section LaunchStats python3 tools/h200/row_step_ncu.py > $R/ncu.txt 2> $R/ncu.err
    echo "== ncu: exit $?"; tail -3 $R/ncu.err; cat $R/ncu.txt | grep -v "^==PROF==" | tail -150; pack ;;
+10) BATCHLAB_ROW_STEP_PRELOAD=1 timeout 120 python3 tools/h200/row_step_probe.py fast \
+     > $R/probe-pre1.log 2>&1
+   echo "== row_step_probe fast, PRE=1: exit $?"; tail -9 $R/probe-pre1.log | cut -c1-60; pack
+   bench 1b-pre1 BATCHLAB_ROW_STEP_PRELOAD=1 llama-3.2-1b 1 fast 3 100
+   bench 1b-pre0 - llama-3.2-1b 1 fast 3 100 ;;
 esac
