@@ -83,7 +83,7 @@ case "$1" in
    echo "== ncu: exit $?"; tail -3 $R/ncu.err; cat $R/ncu.txt | grep -v "^==PROF==" | tail -150; pack ;;
 10) BATCHLAB_ROW_STEP_PRELOAD=1 timeout 120 python3 tools/h200/row_step_probe.py fast \
      > $R/probe-pre1.log 2>&1
-   echo "== row_step_probe fast, PRE=1: exit $?"; tail -9 $R/probe-pre1.log | cut -c1-60; pack
+   echo "== row_step_probe fast, PRE=1: exit $?"; tail -9 $R/probe-pre1.log; pack
    bench 1b-pre1 BATCHLAB_ROW_STEP_PRELOAD=1 llama-3.2-1b 1 fast 3 100
    bench 1b-pre0 - llama-3.2-1b 1 fast 3 100 ;;
 esac
