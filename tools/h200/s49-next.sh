@@ -18,8 +18,9 @@
 #   8. the gates of 6 at 264 blocks and at the default; the probe at 264.
 #   9. Nsight Compute over one launch of the kernel (llama-3.2-1b): throughput, occupancy,
 #      the warps' stalls, for the next round.
-#  10. a warp's first round of each phase read before the barrier (PRE, off by default):
-#      the probe with it, then the 1B bench with it and without, interleaved.
+#  10. a warp's first round of each phase read before the barrier (PRE): the probe with
+#      it, then the 1B bench with it and without. Ran at 5cc3f00; no gain (1.37 against
+#      1.34 ms), so PRE was taken out again (its switch is gone: part 10 is the record).
 # Run as: bash tools/h200/s49-next.sh 1-10 (after staging; bench-lib's environment)
 set -u
 R=$OUT/r$1 TAG=r$1

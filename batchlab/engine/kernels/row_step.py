@@ -63,8 +63,6 @@ BARRIER_ENV = "BATCHLAB_ROW_STEP_BARRIER"  # a probe's: 0 fences + atomic, 1 rel
 BARRIER_KIND = 0
 PREFETCH_ENV = "BATCHLAB_ROW_STEP_PREFETCH"  # a probe's: 0 no L2 prefetch of the weights
 PREFETCH = 1
-PRELOAD_ENV = "BATCHLAB_ROW_STEP_PRELOAD"  # a probe's: 0 no first round read before a barrier
-PRELOAD = 0
 BARRIER_WORDS = 16384  # the barrier's buffer: 64 KiB, a device allocation (and room for
 # a word a group, 128 bytes apart, at up to 511 groups)
 
@@ -99,72 +97,6 @@ __device__ __forceinline__ void prefetch_l2(const void* p, long long bytes) {
     const char* c = static_cast<const char*>(p);
     for (long long off = (threadIdx.x & 31) * 128; off < bytes; off += 32 * 128) {
         asm volatile("prefetch.global.L2 [%0];" : : "l"(c + off));
-    }
-}
-
-// PRE: a warp's first round of a phase read before the barrier that opens the phase (the
-// weights do not depend on it), so the barrier's wait and the loads' latency overlap.
-// load_first: the chunks two_dots (S = 1) reads in its first batch; two_dots_loaded:
-// two_dots with that batch already read, the same sums in the same order.
-template <typename T, int K, int LD>
-__device__ __forceinline__ void load_first(const T* w0, const T* w1, Vec16<T>* r0,
-                                           Vec16<T>* r1) {
-    constexpr int ROUNDS = K / (16 / sizeof(T)) / 32;
-    if constexpr (ROUNDS >= LD) {
-        const int lane = threadIdx.x & 31;
-        const Vec16<T>* a0 = reinterpret_cast<const Vec16<T>*>(w0);
-        const Vec16<T>* a1 = reinterpret_cast<const Vec16<T>*>(w1);
-#pragma unroll
-        for (int i = 0; i < LD; ++i) {
-            r0[i] = load_weight(a0 + lane + 32 * i);
-            r1[i] = load_weight(a1 + lane + 32 * i);
-        }
-    }
-}
-
-template <typename T, int K, int LD>
-__device__ __forceinline__ void two_dots_loaded(const T* w0, const T* w1, const T* x,
-                                                const Vec16<T>* p0, const Vec16<T>* p1,
-                                                float& d0, float& d1) {
-    constexpr int NCH = K / (16 / sizeof(T));
-    constexpr int ROUNDS = NCH / 32;
-    constexpr int BATCHED = ROUNDS / LD * LD;
-    if constexpr (BATCHED == 0) {
-        two_dots<T, K, 1, LD>(w0, w1, x, 0, d0, d1);
-    } else {
-        const int lane = threadIdx.x & 31;
-        const Vec16<T>* a0 = reinterpret_cast<const Vec16<T>*>(w0);
-        const Vec16<T>* a1 = reinterpret_cast<const Vec16<T>*>(w1);
-        const Vec16<T>* xv = reinterpret_cast<const Vec16<T>*>(x);
-        float s0 = 0.0f;
-        float s1 = 0.0f;
-#pragma unroll
-        for (int i = 0; i < LD; ++i) fma_chunk<T>(p0[i], p1[i], xv[lane + 32 * i], s0, s1);
-#pragma unroll 1
-        for (int base = LD; base < BATCHED; base += LD) {
-            Vec16<T> r0[LD];
-            Vec16<T> r1[LD];
-#pragma unroll
-            for (int i = 0; i < LD; ++i) {
-                r0[i] = load_weight(a0 + lane + 32 * (base + i));
-                r1[i] = load_weight(a1 + lane + 32 * (base + i));
-            }
-#pragma unroll
-            for (int i = 0; i < LD; ++i) {
-                fma_chunk<T>(r0[i], r1[i], xv[lane + 32 * (base + i)], s0, s1);
-            }
-        }
-#pragma unroll
-        for (int i = BATCHED; i < ROUNDS; ++i) {
-            const int c = lane + 32 * i;
-            fma_chunk<T>(load_weight(a0 + c), load_weight(a1 + c), xv[c], s0, s1);
-        }
-        const int c = lane + 32 * ROUNDS;
-        if (NCH % 32 != 0 && c < NCH) {
-            fma_chunk<T>(load_weight(a0 + c), load_weight(a1 + c), xv[c], s0, s1);
-        }
-        d0 = warp_sum(s0);
-        d1 = warp_sum(s1);
     }
 }
 
@@ -345,13 +277,6 @@ BODY = """
         sn[i] = sinf(theta);
     }
     __syncthreads();
-    Vec16<T> pa[LD];  // PRE's first round (two rows, LD chunks each, a lane's)
-    Vec16<T> pb[LD];
-    if (PRE && gwarp < NQKV / 2) {
-        const T* const* p0 = reinterpret_cast<const T* const*>(tab[0]);
-        const T* r = qkv_row<T, K, QD, KD>(p0[1], p0[2], p0[3], 2 * gwarp);
-        load_first<T, K, LD>(r, r + K, pa, pb);
-    }
     // PF: each warp asks L2 for the weights of its next round (and, before a barrier, of
     // its first round after it); the order of every sum stays as it is
     if (PF && gwarp < NQKV / 2) {
@@ -394,13 +319,8 @@ BODY = """
                 rr = r0 - QD;
             }
             float d0, d1;
-            if (PRE && u == gwarp) {
-                two_dots_loaded<T, K, LD>(w + (long long)rr * K, w + (long long)(rr + 1) * K,
-                                          xs, pa, pb, d0, d1);
-            } else {
-                two_dots<T, K, 1, LD>(w + (long long)rr * K, w + (long long)(rr + 1) * K, xs,
-                                      0, d0, d1);
-            }
+            two_dots<T, K, 1, LD>(w + (long long)rr * K, w + (long long)(rr + 1) * K, xs, 0,
+                                  d0, d1);
             if (lane == 0) {
                 const T t0 = static_cast<T>(d0);
                 const T t1 = static_cast<T>(d1);
@@ -424,9 +344,6 @@ BODY = """
             }
         }
         if (PF && gwarp < K / 2) prefetch_l2(wo + 2LL * gwarp * QD, 2LL * QD * sizeof(T));
-        if (PRE && gwarp < K / 2) {
-            load_first<T, QD, LD>(wo + 2LL * gwarp * QD, wo + (2LL * gwarp + 1) * QD, pa, pb);
-        }
         if (!(SKIP & 32)) grid_barrier<GROUPS, BAR>(bar);
 
         // 2. attention: a warp per (query head, slice of the keys)
@@ -560,22 +477,14 @@ BODY = """
                 prefetch_l2(wo + (long long)(r0 + 2 * nwarps) * QD, 2LL * QD * sizeof(T));
             }
             float d0, d1;
-            if (PRE && u == gwarp) {
-                two_dots_loaded<T, QD, LD>(wo + (long long)r0 * QD, wo + (long long)(r0 + 1) * QD,
-                                           xs, pa, pb, d0, d1);
-            } else {
-                two_dots<T, QD, 1, LD>(wo + (long long)r0 * QD, wo + (long long)(r0 + 1) * QD,
-                                       xs, 0, d0, d1);
-            }
+            two_dots<T, QD, 1, LD>(wo + (long long)r0 * QD, wo + (long long)(r0 + 1) * QD, xs,
+                                   0, d0, d1);
             if (lane == 0) {
                 h[r0] = static_cast<T>(load_fresh(hsrc + r0)
                                        + static_cast<float>(static_cast<T>(d0)));
                 h[r0 + 1] = static_cast<T>(load_fresh(hsrc + r0 + 1)
                                            + static_cast<float>(static_cast<T>(d1)));
             }
-        }
-        if (PRE && gwarp < INTER) {
-            load_first<T, K, LD>(wg + (long long)gwarp * K, wu + (long long)gwarp * K, pa, pb);
         }
         if (PF && gwarp + nwarps < INTER) {  // gate and up's second round
             prefetch_l2(wg + (long long)(gwarp + nwarps) * K, K * sizeof(T));
@@ -591,13 +500,7 @@ BODY = """
                 prefetch_l2(wg + (long long)(j + 2 * nwarps) * K, K * sizeof(T));
                 prefetch_l2(wu + (long long)(j + 2 * nwarps) * K, K * sizeof(T));
             }
-            if (PRE && j == gwarp) {
-                two_dots_loaded<T, K, LD>(wg + (long long)j * K, wu + (long long)j * K, xs, pa,
-                                          pb, g, up);
-            } else {
-                two_dots<T, K, 1, LD>(wg + (long long)j * K, wu + (long long)j * K, xs, 0, g,
-                                      up);
-            }
+            two_dots<T, K, 1, LD>(wg + (long long)j * K, wu + (long long)j * K, xs, 0, g, up);
             if (lane == 0) {
                 const float gf = static_cast<float>(static_cast<T>(g));
                 const T sig = static_cast<T>(1.0f / (1.0f + expf(-gf)));
@@ -607,10 +510,6 @@ BODY = """
             }
         }
         if (PF && gwarp < K / 2) prefetch_l2(wd + 2LL * gwarp * INTER, 2LL * INTER * sizeof(T));
-        if (PRE && gwarp < K / 2) {
-            load_first<T, INTER, LD>(wd + 2LL * gwarp * INTER, wd + (2LL * gwarp + 1) * INTER,
-                                     pa, pb);
-        }
         if (!(SKIP & 32)) grid_barrier<GROUPS, BAR>(bar);
 
         // 5. down_proj + residual
@@ -621,14 +520,8 @@ BODY = """
                 prefetch_l2(wd + (long long)(r0 + 2 * nwarps) * INTER, 2LL * INTER * sizeof(T));
             }
             float d0, d1;
-            if (PRE && u == gwarp) {
-                two_dots_loaded<T, INTER, LD>(wd + (long long)r0 * INTER,
-                                              wd + (long long)(r0 + 1) * INTER, xs, pa, pb, d0,
-                                              d1);
-            } else {
-                two_dots<T, INTER, 1, LD>(wd + (long long)r0 * INTER,
-                                          wd + (long long)(r0 + 1) * INTER, xs, 0, d0, d1);
-            }
+            two_dots<T, INTER, 1, LD>(wd + (long long)r0 * INTER,
+                                      wd + (long long)(r0 + 1) * INTER, xs, 0, d0, d1);
             if (lane == 0) {
                 h[r0] = static_cast<T>(load_fresh(h + r0) + static_cast<float>(static_cast<T>(d0)));
                 h[r0 + 1] = static_cast<T>(load_fresh(h + r0 + 1)
@@ -639,11 +532,6 @@ BODY = """
             const T* const* pn = reinterpret_cast<const T* const*>(tab[layer + 1]);
             prefetch_l2(qkv_row<T, K, QD, KD>(pn[1], pn[2], pn[3], 2 * gwarp),
                         2LL * K * sizeof(T));
-        }
-        if (PRE && layer + 1 < L && gwarp < NQKV / 2) {
-            const T* const* pn = reinterpret_cast<const T* const*>(tab[layer + 1]);
-            const T* r = qkv_row<T, K, QD, KD>(pn[1], pn[2], pn[3], 2 * gwarp);
-            load_first<T, K, LD>(r, r + K, pa, pb);
         }
         if (layer + 1 < L && !(SKIP & 32)) grid_barrier<GROUPS, BAR>(bar);
     }
@@ -709,15 +597,15 @@ def _kernel(layers: int, head_norms: bool):  # not gated: gpu only
 @functools.cache
 def _launch_arguments(dtype: mx.Dtype, hidden: int, head_dim: int, n_q: int, n_kv: int,
                       inter: int, layers: int, head_norms: bool, n_blocks: int,
-                      skip: int, groups: int, barrier_kind: int, prefetch: int,
-                      preload: int) -> dict:  # not gated: gpu only
+                      skip: int, groups: int, barrier_kind: int,
+                      prefetch: int) -> dict:  # not gated: gpu only
     per_layer = len(layer_input_names(head_norms))
     return {
         "template": [("T", dtype), ("K", hidden), ("D", head_dim), ("NQ", n_q), ("NKV", n_kv),
                      ("INTER", inter), ("L", layers), ("NP", per_layer),
                      ("QKN", int(head_norms)), ("MAXS", MAX_SPLITS), ("LD", LOADS),
                      ("SKIP", skip), ("GROUPS", groups), ("BAR", barrier_kind),
-                     ("PF", prefetch), ("PRE", preload)],
+                     ("PF", prefetch)],
         "grid": (n_blocks * THREADS, 1, 1), "threadgroup": (THREADS, 1, 1),
         "output_shapes": [(1, hidden), ((n_q + 2 * n_kv) * head_dim,), (inter,),
                           (n_q * MAX_SPLITS * (head_dim + 2),)],
@@ -739,7 +627,6 @@ def step(h: mx.array, meta: mx.array, barrier: mx.array, consts: mx.array,
                                   head_norms, blocks(), int(os.environ.get(SKIP_ENV, "0")),
                                   int(os.environ.get(GROUPS_ENV, "0")),
                                   int(os.environ.get(BARRIER_ENV, BARRIER_KIND)),
-                                  int(os.environ.get(PREFETCH_ENV, PREFETCH)),
-                                  int(os.environ.get(PRELOAD_ENV, PRELOAD)))
+                                  int(os.environ.get(PREFETCH_ENV, PREFETCH)))
     return _kernel(layers, head_norms)(
         inputs=[h, meta, barrier, consts, inv_freq, *layer_arrays], **arguments)[0]
