@@ -73,7 +73,10 @@ def run(model, vocab: int, script: str) -> tuple[list, int]:
 
 def fast_part() -> bool:
     from batchlab.bench.shapes import load_model
+    from batchlab.engine.kernels import row_step
 
+    # the launch's blocks: the driver's SM count (None: the fallback, row_step.SMS)
+    print(f"sm_count {row_step.sm_count()}, blocks {row_step.blocks()}", flush=True)
     ok_all = True
     for name in ("llama-3.2-1b@L3", "qwen3-0.6b@L3", "llama-3.1-8b@L2", "llama-3.2-1b"):
         loaded = load_model(name)
