@@ -2,8 +2,9 @@
 kernel alone, on llama-3.2-1b at 4 layers and at 16, under the probe switches:
 ``BATCHLAB_ROW_STEP_SKIP`` (a phase's work skipped, one at a time: the phase's share;
 32: no grid barriers; 31: barriers only), ``BATCHLAB_ROW_STEP_BARRIER`` (1: release /
-acquire), ``BATCHLAB_ROW_STEP_PREFETCH`` (0: no L2 prefetch), ``BATCHLAB_ROW_STEP_GROUPS``
-and ``BATCHLAB_ROW_STEP_BLOCKS``.
+acquire), ``BATCHLAB_ROW_STEP_PREFETCH`` (0: no L2 prefetch) and
+``BATCHLAB_ROW_STEP_BLOCKS``. (The nineteenth round's first run also took the barrier in
+groups, ``groups 12``, since taken out: ``issue28-persistent/s49/r1-diag.log``.)
 
     PYTHONPATH=/tmp/site:$PWD python3 tools/h200/row_step_diag.py [blocks]
 """
@@ -36,9 +37,9 @@ def caches_for(step, width=200):
 
 
 SWITCHES = {"blocks": row_step.BLOCKS_ENV, "skip": row_step.SKIP_ENV,
-            "groups": row_step.GROUPS_ENV, "bar": row_step.BARRIER_ENV,
+            "bar": row_step.BARRIER_ENV,
             "pf": row_step.PREFETCH_ENV}
-BASE = {"blocks": "132", "skip": "0", "groups": "0", "bar": "0", "pf": "1"}
+BASE = {"blocks": "132", "skip": "0", "bar": "0", "pf": "1"}
 # ``blocks`` (nineteenth round, second machine): two blocks an SM against one
 BLOCK_SETTINGS = {
     "llama-3.2-1b": [{}, {"blocks": "264"}, {"blocks": "198"}, {"blocks": "264", "pf": "0"},
@@ -47,9 +48,9 @@ BLOCK_SETTINGS = {
 }
 SETTINGS = {  # each model's settings, changes from BASE
     "llama-3.2-1b@L4": [{}, {"pf": "0"}, {"bar": "1"}, {"skip": "32"}, {"skip": "31"},
-                        {"skip": "31", "bar": "1"}, {"skip": "31", "groups": "12"}],
+                        {"skip": "31", "bar": "1"}],
     "llama-3.2-1b": [{}, {"pf": "0"}, {"bar": "1"}, {"bar": "1", "pf": "0"},
-                     {"groups": "12"}, {"blocks": "66"}, {"skip": "1"}, {"skip": "2"},
+                     {"blocks": "66"}, {"skip": "1"}, {"skip": "2"},
                      {"skip": "4"}, {"skip": "8"}, {"skip": "16"}, {"skip": "31"},
                      {"skip": "31", "bar": "1"}, {"skip": "32"}, {}, {"pf": "0"}],
 }

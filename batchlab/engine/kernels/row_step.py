@@ -28,7 +28,9 @@ stays judged by KL against the oracle.
 
 The weights do not depend on the step's data: each warp asks L2 for the rows of its next
 round, and before a barrier for its first round after it (``PREFETCH``), so their loads
-overlap the wait.
+may overlap the wait. On the H200 its gain was inside the runs' noise (1.30 against 1.37
+ms a 1B step in two processes; the kernel alone the same): it stays, as the version the
+gates ran.
 
 The grid barrier needs every block resident at once: a block (256 threads, at most 48 KiB
 of shared memory, at most 104 registers a thread as ptxas compiled it:
@@ -58,13 +60,11 @@ BLOCKS_PER_SM = 1  # a block fits an SM twice over (BLOCKS_ENV may ask for up to
 # a probe's switch, to time the parts: a mask of the phases whose work is skipped (bits
 # 0-4, phases 1-5) and, bit 5, the grid barriers (wrong results: for timing only)
 SKIP_ENV = "BATCHLAB_ROW_STEP_SKIP"
-GROUPS_ENV = "BATCHLAB_ROW_STEP_GROUPS"  # a probe's: the barrier's groups (0: one word)
 BARRIER_ENV = "BATCHLAB_ROW_STEP_BARRIER"  # a probe's: 0 fences + atomic, 1 release / acquire
 BARRIER_KIND = 0
 PREFETCH_ENV = "BATCHLAB_ROW_STEP_PREFETCH"  # a probe's: 0 no L2 prefetch of the weights
 PREFETCH = 1
-BARRIER_WORDS = 16384  # the barrier's buffer: 64 KiB, a device allocation (and room for
-# a word a group, 128 bytes apart, at up to 511 groups)
+BARRIER_WORDS = 16384  # the barrier's buffer: 64 KiB, a device allocation (one word used)
 
 # per layer, in order; qwen3 adds its head norms before the cache
 LAYER_INPUTS = ("in_norm", "wq", "wk", "wv", "wo", "post_norm", "wg", "wu", "wd")
@@ -113,12 +113,10 @@ __device__ __forceinline__ const T* qkv_row(const T* wq, const T* wk, const T* w
 // word's top bit flips when the last of n arrives and its low bits come back to where
 // they were, ready for the next barrier and the next launch (cooperative groups' grid
 // sync does the same). The waits poll with plain volatile loads.
-// BAR = 1 (a probe's setting): the word's add a release, its polls acquires.
-// GROUPS = 0: every block at bar[0]. GROUPS > 0 (a probe's setting, not yet run): block
-// b joins group b % GROUPS at its own word, bar[32 (1 + g)]; block g leads group g and,
-// once its group is in, arrives at bar[0] for it: the atomics that meet at one word go
-// from one a block to one a group.
-template <int GROUPS, int BAR>
+// BAR = 1 (a probe's setting): the word's add a release, its polls acquires. (Arrivals
+// in groups of blocks, each group's leader arriving at the word, were slower on the H200:
+// reports/bench/cuda-sm90/issue28-persistent/, nineteenth round.)
+template <int BAR>
 __device__ __forceinline__ void grid_barrier(unsigned* bar) {
     __syncthreads();
     if (BAR == 1 && threadIdx.x == 0) {
@@ -134,28 +132,9 @@ __device__ __forceinline__ void grid_barrier(unsigned* bar) {
     } else if (threadIdx.x == 0) {
         volatile unsigned* top = bar;
         __threadfence();
-        if (GROUPS == 0) {
-            const unsigned old = atomicAdd(bar, blockIdx.x == 0 ? 0x80000000u - (gridDim.x - 1)
-                                                                 : 1u);
-            while (((old ^ *top) & 0x80000000u) == 0) {
-            }
-        } else {
-            const unsigned g = blockIdx.x % GROUPS;
-            const unsigned groups = gridDim.x < GROUPS ? gridDim.x : GROUPS;
-            const unsigned members = (gridDim.x - g + GROUPS - 1) / GROUPS;
-            unsigned* word = bar + 32 * (1 + g);
-            const bool leader = blockIdx.x == g;
-            // the top word cannot flip before this block's group is in
-            unsigned seen = *top;
-            const unsigned old = atomicAdd(word, leader ? 0x80000000u - (members - 1) : 1u);
-            if (leader) {
-                while (((old ^ *reinterpret_cast<volatile unsigned*>(word)) & 0x80000000u) == 0) {
-                }
-                __threadfence();
-                seen = atomicAdd(bar, blockIdx.x == 0 ? 0x80000000u - (groups - 1) : 1u);
-            }
-            while (((seen ^ *top) & 0x80000000u) == 0) {
-            }
+        const unsigned old = atomicAdd(bar, blockIdx.x == 0 ? 0x80000000u - (gridDim.x - 1)
+                                                             : 1u);
+        while (((old ^ *top) & 0x80000000u) == 0) {
         }
         __threadfence();
     }
@@ -344,7 +323,7 @@ BODY = """
             }
         }
         if (PF && gwarp < K / 2) prefetch_l2(wo + 2LL * gwarp * QD, 2LL * QD * sizeof(T));
-        if (!(SKIP & 32)) grid_barrier<GROUPS, BAR>(bar);
+        if (!(SKIP & 32)) grid_barrier<BAR>(bar);
 
         // 2. attention: a warp per (query head, slice of the keys)
         for (int u = gwarp; !(SKIP & 2) && u < NQ * splits; u += nwarps) {
@@ -435,7 +414,7 @@ BODY = """
             prefetch_l2(wg + (long long)gwarp * K, K * sizeof(T));
             prefetch_l2(wu + (long long)gwarp * K, K * sizeof(T));
         }
-        if (!(SKIP & 32)) grid_barrier<GROUPS, BAR>(bar);
+        if (!(SKIP & 32)) grid_barrier<BAR>(bar);
 
         // 3. the partials merged into the attention's output, then o_proj + residual
         // (the partials through __ldcg, L2 as load_fresh, but loads the compiler may issue
@@ -490,7 +469,7 @@ BODY = """
             prefetch_l2(wg + (long long)(gwarp + nwarps) * K, K * sizeof(T));
             prefetch_l2(wu + (long long)(gwarp + nwarps) * K, K * sizeof(T));
         }
-        if (!(SKIP & 32)) grid_barrier<GROUPS, BAR>(bar);
+        if (!(SKIP & 32)) grid_barrier<BAR>(bar);
 
         // 4. norm, gate / up, silu(gate) * up
         stage_norm_fresh<T, K>(h, post_norm, eps_post, xs, red);
@@ -510,7 +489,7 @@ BODY = """
             }
         }
         if (PF && gwarp < K / 2) prefetch_l2(wd + 2LL * gwarp * INTER, 2LL * INTER * sizeof(T));
-        if (!(SKIP & 32)) grid_barrier<GROUPS, BAR>(bar);
+        if (!(SKIP & 32)) grid_barrier<BAR>(bar);
 
         // 5. down_proj + residual
         stage_fresh<T, INTER>(act, xs);
@@ -533,7 +512,7 @@ BODY = """
             prefetch_l2(qkv_row<T, K, QD, KD>(pn[1], pn[2], pn[3], 2 * gwarp),
                         2LL * K * sizeof(T));
         }
-        if (layer + 1 < L && !(SKIP & 32)) grid_barrier<GROUPS, BAR>(bar);
+        if (layer + 1 < L && !(SKIP & 32)) grid_barrier<BAR>(bar);
     }
 """
 
@@ -597,14 +576,14 @@ def _kernel(layers: int, head_norms: bool):  # not gated: gpu only
 @functools.cache
 def _launch_arguments(dtype: mx.Dtype, hidden: int, head_dim: int, n_q: int, n_kv: int,
                       inter: int, layers: int, head_norms: bool, n_blocks: int,
-                      skip: int, groups: int, barrier_kind: int,
+                      skip: int, barrier_kind: int,
                       prefetch: int) -> dict:  # not gated: gpu only
     per_layer = len(layer_input_names(head_norms))
     return {
         "template": [("T", dtype), ("K", hidden), ("D", head_dim), ("NQ", n_q), ("NKV", n_kv),
                      ("INTER", inter), ("L", layers), ("NP", per_layer),
                      ("QKN", int(head_norms)), ("MAXS", MAX_SPLITS), ("LD", LOADS),
-                     ("SKIP", skip), ("GROUPS", groups), ("BAR", barrier_kind),
+                     ("SKIP", skip), ("BAR", barrier_kind),
                      ("PF", prefetch)],
         "grid": (n_blocks * THREADS, 1, 1), "threadgroup": (THREADS, 1, 1),
         "output_shapes": [(1, hidden), ((n_q + 2 * n_kv) * head_dim,), (inter,),
@@ -625,7 +604,6 @@ def step(h: mx.array, meta: mx.array, barrier: mx.array, consts: mx.array,
     hidden, head_dim, n_q, n_kv, inter, layers = shape
     arguments = _launch_arguments(h.dtype, hidden, head_dim, n_q, n_kv, inter, layers,
                                   head_norms, blocks(), int(os.environ.get(SKIP_ENV, "0")),
-                                  int(os.environ.get(GROUPS_ENV, "0")),
                                   int(os.environ.get(BARRIER_ENV, BARRIER_KIND)),
                                   int(os.environ.get(PREFETCH_ENV, PREFETCH)))
     return _kernel(layers, head_norms)(
