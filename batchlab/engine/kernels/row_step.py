@@ -28,9 +28,8 @@ stays judged by KL against the oracle.
 
 The weights do not depend on the step's data: each warp asks L2 for the rows of its next
 round, and before a barrier for its first round after it (``PREFETCH``), so their loads
-may overlap the wait. On the H200 its gain was inside the runs' noise (1.30 against 1.37
-ms a 1B step in two processes; the kernel alone the same): it stays, as the version the
-gates ran.
+may overlap the wait. On the H200 a 1B step took 1.29-1.36 ms with it in four processes,
+1.36-1.37 without it in one; the kernel alone timed the same either way.
 
 The grid barrier needs every block resident at once: a block (256 threads, at most 48 KiB
 of shared memory, at most 104 registers a thread as ptxas compiled it:
@@ -258,10 +257,13 @@ BODY = """
     __syncthreads();
     // PF: each warp asks L2 for the weights of its next round (and, before a barrier, of
     // its first round after it); the order of every sum stays as it is
-    if (PF && gwarp < NQKV / 2) {
-        const T* const* p0 = reinterpret_cast<const T* const*>(tab[0]);
-        prefetch_l2(qkv_row<T, K, QD, KD>(p0[1], p0[2], p0[3], 2 * gwarp), 2LL * K * sizeof(T));
-    }
+    // q / k / v's rows of round u, from a layer's pointer table
+    auto prefetch_qkv = [&](const T* const* pl, int u) {
+        if (PF && u < NQKV / 2) {
+            prefetch_l2(qkv_row<T, K, QD, KD>(pl[1], pl[2], pl[3], 2 * u), 2LL * K * sizeof(T));
+        }
+    };
+    prefetch_qkv(reinterpret_cast<const T* const*>(tab[0]), gwarp);
     for (int layer = 0; layer < L; ++layer) {
         const T* const* p = reinterpret_cast<const T* const*>(tab[layer]);
         const T* in_norm = p[0];
@@ -278,15 +280,18 @@ BODY = """
         T* kc = const_cast<T*>(p[NP - 2]);
         T* vc = const_cast<T*>(p[NP - 1]);
         const T* hsrc = layer == 0 ? h_in : h;
+        auto prefetch_gate_up = [&](int j) {  // gate's and up's row j
+            if (PF && j < INTER) {
+                prefetch_l2(wg + (long long)j * K, K * sizeof(T));
+                prefetch_l2(wu + (long long)j * K, K * sizeof(T));
+            }
+        };
 
         // 1. norm, q / k / v; v into the cache
         stage_norm_fresh<T, K>(hsrc, in_norm, eps_in, xs, red);
         for (int u = gwarp; !(SKIP & 1) && u < NQKV / 2; u += nwarps) {
             const int r0 = 2 * u;
-            if (PF && u + nwarps < NQKV / 2) {
-                prefetch_l2(qkv_row<T, K, QD, KD>(wq, wk, wv, r0 + 2 * nwarps),
-                            2LL * K * sizeof(T));
-            }
+            prefetch_qkv(p, u + nwarps);
             const T* w = wq;
             int rr = r0;
             const bool value = r0 >= QD + NKV * D;
@@ -410,10 +415,7 @@ BODY = """
             }
             __syncwarp();
         }
-        if (PF && gwarp < INTER) {  // gate and up's first round
-            prefetch_l2(wg + (long long)gwarp * K, K * sizeof(T));
-            prefetch_l2(wu + (long long)gwarp * K, K * sizeof(T));
-        }
+        prefetch_gate_up(gwarp);  // gate and up's first round
         if (!(SKIP & 32)) grid_barrier<BAR>(bar);
 
         // 3. the partials merged into the attention's output, then o_proj + residual
@@ -465,20 +467,14 @@ BODY = """
                                            + static_cast<float>(static_cast<T>(d1)));
             }
         }
-        if (PF && gwarp + nwarps < INTER) {  // gate and up's second round
-            prefetch_l2(wg + (long long)(gwarp + nwarps) * K, K * sizeof(T));
-            prefetch_l2(wu + (long long)(gwarp + nwarps) * K, K * sizeof(T));
-        }
+        prefetch_gate_up(gwarp + nwarps);  // and its second
         if (!(SKIP & 32)) grid_barrier<BAR>(bar);
 
         // 4. norm, gate / up, silu(gate) * up
         stage_norm_fresh<T, K>(h, post_norm, eps_post, xs, red);
         for (int j = gwarp; !(SKIP & 8) && j < INTER; j += nwarps) {
             float g, up;
-            if (PF && j + 2 * nwarps < INTER) {  // two rounds ahead
-                prefetch_l2(wg + (long long)(j + 2 * nwarps) * K, K * sizeof(T));
-                prefetch_l2(wu + (long long)(j + 2 * nwarps) * K, K * sizeof(T));
-            }
+            prefetch_gate_up(j + 2 * nwarps);  // two rounds ahead
             two_dots<T, K, 1, LD>(wg + (long long)j * K, wu + (long long)j * K, xs, 0, g, up);
             if (lane == 0) {
                 const float gf = static_cast<float>(static_cast<T>(g));
@@ -507,10 +503,8 @@ BODY = """
                                            + static_cast<float>(static_cast<T>(d1)));
             }
         }
-        if (PF && layer + 1 < L && gwarp < NQKV / 2) {  // the next layer's q / k / v
-            const T* const* pn = reinterpret_cast<const T* const*>(tab[layer + 1]);
-            prefetch_l2(qkv_row<T, K, QD, KD>(pn[1], pn[2], pn[3], 2 * gwarp),
-                        2LL * K * sizeof(T));
+        if (layer + 1 < L) {  // the next layer's q / k / v
+            prefetch_qkv(reinterpret_cast<const T* const*>(tab[layer + 1]), gwarp);
         }
         if (layer + 1 < L && !(SKIP & 32)) grid_barrier<BAR>(bar);
     }
