@@ -440,12 +440,38 @@ def test_the_row_gemm_fills_the_device_unless_told_not_to(monkeypatch):
     assert rg._shape(65, 512, False) == rg._tiling(65)
 
 
+def test_the_class_warp_shapes_are_chosen_only_when_asked_and_hold_their_partials(monkeypatch):
+    """``BATCHLAB_ROW_GEMM_CLASS_WARPS`` (a probe's A/B switch) picks the class-warp
+    kernel's shape for products of more than 16 rows: "i" for all of them, "i,j" the i-th
+    from TILED_FROM rows and the j-th below. A class-warp block is four warps a spatial
+    warp, and its shared memory holds both its stages and classes 1-3's partials."""
+    from batchlab.engine.kernels import row_gemm as rg
+
+    monkeypatch.delenv(rg.FILL_ENV, raising=False)
+    monkeypatch.setenv(rg.CLASS_WARPS_ENV, "0")
+    assert rg._shape(256, 8448, True) == rg.TILED
+    monkeypatch.setenv(rg.CLASS_WARPS_ENV, "2")
+    assert rg._shape(256, 512, True) == rg._shape(17, 512, False) == rg.CANDIDATE_CLASS_WARPS[1]
+    assert rg._shape(16, 512, False) == rg._tiling(16)  # 16 rows and under: the split kernel
+    monkeypatch.setenv(rg.CLASS_WARPS_ENV, "1,3")
+    assert rg._shape(65, 512, True) == rg.CANDIDATE_CLASS_WARPS[0]
+    assert rg._shape(64, 512, False) == rg.CANDIDATE_CLASS_WARPS[2]
+    square = rg.TiledShape(wm=1, wn=1, mt=4, nf=8, stages=3, class_warps=True)
+    assert square.threads == 128 and square.tile == (64, 64)
+    assert square.shared_bytes == 3 * 4 * 128 * 64  # the stages: more than 3 x 16 KiB partials
+    deep = rg.TiledShape(wm=2, wn=2, mt=4, nf=8, stages=2, class_warps=True)
+    assert deep.threads == 512 and deep.shared_bytes == 3 * 4 * 128 * 32 * 4  # the partials
+    assert rg.TILED.threads == 256 and rg.TILED.shared_bytes == 4 * 192 * 64
+    assert all(s.class_warps and s.ks == 1 for s in rg.CANDIDATE_CLASS_WARPS)
+    assert set(rg.CANDIDATE_CLASS_WARPS) <= set(rg.CANDIDATE_TILED)
+
+
 def test_the_grouped_kernels_read_only_the_stacked_weights():
     """Both kernel sources rewrite into their grouped form (q/k/v, gate/up in one call)
     with no read of the single weight ``w`` left; an edit that moves an anchor fails."""
     from batchlab.engine.kernels import row_gemm
 
-    for source in (row_gemm._SOURCE, row_gemm._TILED_SOURCE):
+    for source in (row_gemm._SOURCE, row_gemm._TILED_SOURCE, row_gemm._CLASS_WARPS_SOURCE):
         grouped = row_gemm.grouped_source(source)
         assert "rg_wrow(w0, w1, w2, N0, N1" in grouped and "w_shape" not in grouped
     with pytest.raises(AssertionError, match="single weight"):

@@ -95,8 +95,9 @@ def main() -> int:
                    "NF": tiled.nf, "ST": tiled.stages, "KS": tiled.ks}
             header = rg._HEADER + rg._launch_bounds(tiled.threads, tiled.min_blocks)
             out_type = {"out": "float"} if tiled.ks > 1 else {}
+            source = rg._CLASS_WARPS_SOURCE if tiled.class_warps else rg._TILED_SOURCE
             ok_all &= _report(f"row_gemm tiled {ctype} {tiled}", compile_kernel(
-                rg._TILED_SOURCE, header, ["x", "w"], ["out"], tpl, output_types=out_type))
+                source, header, ["x", "w"], ["out"], tpl, output_types=out_type))
         ok_all &= _report(f"row_gemm combine {ctype}", compile_kernel(
             rg._COMBINE_SOURCE, rg._HEADER, ["part"], ["out"], {"T": ctype},
             input_types={"part": "float"}))
@@ -104,10 +105,15 @@ def main() -> int:
             split = {"CW": 2, "NF": 2, "MT": 4, "U": 2, "XB": "true"}
             t = rg.TILED
             tiled = {"WM": t.wm, "WN": t.wn, "MT": t.mt, "NF": t.nf, "ST": t.stages, "KS": 1}
+            c = rg.CANDIDATE_CLASS_WARPS[0]
+            class_warps = {"WM": c.wm, "WN": c.wn, "MT": c.mt, "NF": c.nf, "ST": c.stages,
+                           "KS": 1}
             for name, src, tpl, header in (
                     ("split", rg._SOURCE, split, rg._HEADER),
                     ("tiled", rg._TILED_SOURCE, tiled,
-                     rg._HEADER + rg._launch_bounds(t.threads, t.min_blocks))):
+                     rg._HEADER + rg._launch_bounds(t.threads, t.min_blocks)),
+                    ("class warps", rg._CLASS_WARPS_SOURCE, class_warps,
+                     rg._HEADER + rg._launch_bounds(c.threads, c.min_blocks))):
                 ok_all &= _report(f"row_gemm grouped {name} {ctype} THREE={three}", compile_kernel(
                     rg.grouped_source(src), header, ["x", "w0", "w1", "w2"], ["out"],
                     {"T": ctype, "BF16": bf16, "THREE": three, **tpl}))

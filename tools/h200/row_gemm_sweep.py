@@ -31,6 +31,7 @@ import mlx.core as mx
 from row_gemm_probe import timed  # tools/h200, the script's own folder
 
 from batchlab.engine.kernels.row_gemm import (
+    CANDIDATE_CLASS_WARPS,
     CANDIDATE_SPLIT,
     CANDIDATE_TILED,
     TILED,
@@ -55,6 +56,8 @@ def candidates(m: int) -> list:
     if m < TILED_FROM:
         default = _tiling(m)
         pool = [s for s in CANDIDATE_SPLIT if s.mt * 16 >= min(m, 16) and (s.xb or m <= 8)]
+        if m > 16:  # the class-warp kernel's tiles (any shape gives any M the same bits)
+            pool += list(CANDIDATE_CLASS_WARPS)
     else:
         default, pool = TILED, list(CANDIDATE_TILED)
     return [default] + [s for s in pool if s != default]

@@ -326,6 +326,150 @@ _TILED_SOURCE = """
             }
 """
 
+# The same function once more, the four classes on four warps of a block as in the split
+# kernel and the tiles staged through shared memory as in the tiled one: a block of
+# K_WARPS x WM x WN warps covers BM = 16 MT WM rows x BN = 8 NF WN columns; a pipeline
+# stage holds four consecutive K steps (128 columns), step 4 j + c for class c's warps,
+# so each warp sums its class's steps in ascending order in one set of accumulators (the
+# tiled kernel's class order holds two: a running sum beside the class in progress,
+# which caps its warp tile). The classes meet once, at the end, through shared memory:
+# ((p0 + p1) + p2) + p3, as the split kernel adds its warps' partials. A warp's 16-byte
+# reads cover 8 rows of 64 bytes, one class's step, as the tiled kernel's do.
+_CLASS_WARPS_SOURCE = """
+    constexpr int BM = 16 * MT * WM;
+    constexpr int BN = 8 * NF * WN;
+    constexpr int SPATIAL = WM * WN;             // warps a class
+    constexpr int THREADS = 32 * RG_KW * SPATIAL;
+    constexpr int CHUNKS = 4 * RG_KW * (BM + BN);  // 16-byte chunks of one stage's tiles
+    constexpr int FRAGS = MT * NF * 4;           // a lane's accumulators
+    static_assert(ST >= 2, "stages");
+    const int M = x_shape[0];
+    const int K = x_shape[1];
+    const int N = w_shape[0];
+    const int tid = threadIdx.x;
+    const int lane = tid & 31;
+    const int warp = tid >> 5;
+    const int cls = warp / SPATIAL;   // the K class this warp sums: steps s % 4 == cls
+    const int sw = warp % SPATIAL;
+    const int wm = sw % WM;
+    const int wn = sw / WM;
+    const int g = lane >> 2;
+    const int t = lane & 3;
+    const int m0 = blockIdx.x * BM;
+    const int n0 = blockIdx.y * BN;
+    const int steps = (K + 31) / 32;
+    const int quads = (steps + RG_KW - 1) / RG_KW;  // pipeline stages: 4 steps each
+    const bool aligned = ((reinterpret_cast<size_t>(x) | reinterpret_cast<size_t>(w)) & 15) == 0;
+    extern __shared__ __align__(16) unsigned short rg_tiles[];
+    unsigned short (*xs)[RG_KW][BM][32] =
+        reinterpret_cast<unsigned short (*)[RG_KW][BM][32]>(rg_tiles);
+    unsigned short (*ws)[RG_KW][BN][32] =
+        reinterpret_cast<unsigned short (*)[RG_KW][BN][32]>(rg_tiles + ST * RG_KW * BM * 32);
+
+    auto load_tile = [&](int buf, int q) {
+        // unrolled in fours: fully unrolled, the chunks' addresses stayed live across the
+        // main loop (255 registers and spills at a 64 x 64 warp tile; 202 and none so)
+        #pragma unroll 4
+        for (int i = 0; i < (CHUNKS + THREADS - 1) / THREADS; ++i) {
+            const int chunk = tid + THREADS * i;   // x's four step tiles, then W's
+            if (CHUNKS % THREADS != 0 && chunk >= CHUNKS) break;
+            const bool is_x = chunk < 4 * RG_KW * BM;
+            const int local = is_x ? chunk : chunk - 4 * RG_KW * BM;
+            const int c = is_x ? local / (4 * BM) : local / (4 * BN);  // the step's class
+            const int row = is_x ? (local >> 2) % BM : (local >> 2) % BN;
+            const int c16 = local & 3;
+            const int s = RG_KW * q + c;
+            const int k = s * 32 + c16 * 8;
+            const int grow = (is_x ? m0 : n0) + row;
+            const bool ok = s < steps && k < K && grow < (is_x ? M : N);
+            const unsigned short* src =
+                reinterpret_cast<const unsigned short*>(is_x ? (const void*)x : (const void*)w)
+                + (ok ? (size_t)grow * K + k : 0);
+            unsigned short* dst = is_x ? &xs[buf][c][row][c16 * 8] : &ws[buf][c][row][c16 * 8];
+            if (aligned) {
+                const unsigned addr = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+                asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\\n"
+                             :: "r"(addr), "l"(src), "r"(ok ? 16 : 0));
+            } else {
+                *reinterpret_cast<uint4*>(dst) = rg_load8(src, 0, ok);
+            }
+        }
+        asm volatile("cp.async.commit_group;\\n" ::);
+    };
+
+    float acc[MT][NF][4];
+    #pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+        #pragma unroll
+        for (int nf = 0; nf < NF; ++nf)
+            #pragma unroll
+            for (int i = 0; i < 4; ++i) acc[mt][nf][i] = 0.0f;
+
+    // a commit group per stage, empty past the last (as the tiled kernel's)
+    for (int p = 0; p < ST - 1; ++p) {
+        if (p < quads) load_tile(p, p);
+        else asm volatile("cp.async.commit_group;\\n" ::);
+    }
+    for (int q = 0; q < quads; ++q) {
+        asm volatile("cp.async.wait_group %0;\\n" :: "n"(ST - 2));
+        __syncthreads();  // stage q visible to all; every warp is done with stage q - 1's buffer
+        if (q + ST - 1 < quads) load_tile((q + ST - 1) % ST, q + ST - 1);
+        else asm volatile("cp.async.commit_group;\\n" ::);
+        const int buf = q % ST;
+        if (RG_KW * q + cls < steps) {  // this class's step of the stage exists
+            uint4 wf[NF];
+            #pragma unroll
+            for (int nf = 0; nf < NF; ++nf)
+                wf[nf] = *reinterpret_cast<const uint4*>(
+                    &ws[buf][cls][wn * (8 * NF) + nf * 8 + g][8 * t]);
+            #pragma unroll
+            for (int mt = 0; mt < MT; ++mt) {
+                const int r = wm * (16 * MT) + mt * 16 + g;
+                const uint4 xa = *reinterpret_cast<const uint4*>(&xs[buf][cls][r][8 * t]);
+                const uint4 xb = *reinterpret_cast<const uint4*>(&xs[buf][cls][r + 8][8 * t]);
+                #pragma unroll
+                for (int nf = 0; nf < NF; ++nf) {
+                    rg_mma<BF16>(acc[mt][nf], xa.x, xb.x, xa.y, xb.y, wf[nf].x, wf[nf].y);
+                    rg_mma<BF16>(acc[mt][nf], xa.z, xb.z, xa.w, xb.w, wf[nf].z, wf[nf].w);
+                }
+            }
+        }
+    }
+
+    // the classes' partial sums, added in class order: ((p0 + p1) + p2) + p3 (a class
+    // with no step adds its zeros, as the split kernel's idle warps do)
+    asm volatile("cp.async.wait_group 0;\\n" ::);
+    __syncthreads();  // the stage buffers are free: they take classes 1-3's partials
+    float* part = reinterpret_cast<float*>(rg_tiles);  // [RG_KW - 1][SPATIAL][FRAGS][32]
+    auto slot = [&](int c, int mt, int nf, int i) -> float& {  // class c + 1's partial
+        return part[((c * SPATIAL + sw) * FRAGS + (mt * NF + nf) * 4 + i) * 32 + lane];
+    };
+    if (cls > 0) {
+        #pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+            #pragma unroll
+            for (int nf = 0; nf < NF; ++nf)
+                #pragma unroll
+                for (int i = 0; i < 4; ++i) slot(cls - 1, mt, nf, i) = acc[mt][nf][i];
+    }
+    __syncthreads();
+    if (cls == 0) {
+        #pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+            #pragma unroll
+            for (int nf = 0; nf < NF; ++nf)
+                #pragma unroll
+                for (int i = 0; i < 4; ++i) {
+                    float v = acc[mt][nf][i];
+                    #pragma unroll
+                    for (int c = 0; c < RG_KW - 1; ++c) v += slot(c, mt, nf, i);
+                    const int row = m0 + wm * (16 * MT) + mt * 16 + g + (i >= 2 ? 8 : 0);
+                    const int col = n0 + wn * (8 * NF) + nf * 8 + 2 * t + (i & 1);
+                    if (row < M && col < N) out[(size_t)row * N + col] = static_cast<T>(v);
+                }
+    }
+"""
+
 # The class sums of a KS = 4 tiled call, added in the split kernel's order
 # ((p0 + p1) + p2) + p3 and rounded once to the model's dtype.
 _COMBINE_SOURCE = """
@@ -391,10 +535,13 @@ class TiledShape:
     stages: int  # K steps in flight through cp.async
     ks: int = 1  # 1, or K_WARPS: the classes on separate blocks, then one add kernel
     min_blocks: int = 1  # __launch_bounds__'s blocks per SM (caps the registers)
+    # the classes on K_WARPS warps each (``_CLASS_WARPS_SOURCE``): wm x wn warps a class,
+    # a stage four steps deep; ks stays 1
+    class_warps: bool = False
 
     @property
     def threads(self) -> int:  # not gated: gpu only
-        return 32 * self.wm * self.wn
+        return 32 * self.wm * self.wn * (K_WARPS if self.class_warps else 1)
 
     @property
     def tile(self) -> tuple[int, int]:  # not gated: gpu only
@@ -402,7 +549,11 @@ class TiledShape:
 
     @property
     def shared_bytes(self) -> int:  # not gated: gpu only
-        return self.stages * sum(self.tile) * 64  # a 32-value row of 16-bit values a step
+        if not self.class_warps:  # a 32-value row of 16-bit values a step and stage
+            return self.stages * sum(self.tile) * 64
+        stages = self.stages * K_WARPS * sum(self.tile) * 64
+        partials = (K_WARPS - 1) * self.wm * self.wn * self.mt * self.nf * 4 * 32 * 4
+        return max(stages, partials)  # the partials reuse the stage buffers
 
 
 def _launch_bounds(threads: int, min_blocks: int) -> str:  # not gated: gpu only
@@ -415,8 +566,10 @@ def _kernel(tiled: TiledShape | None, grouped: bool = False):  # not gated: gpu 
     if tiled is None:
         name, source, header, shared = "batchlab_row_gemm", _SOURCE, _HEADER, 0
     else:  # launch bounds are literals in the header: one kernel name per bound
-        name = f"batchlab_row_gemm_tiled_{tiled.threads}_{tiled.min_blocks}"
-        source, shared = _TILED_SOURCE, tiled.shared_bytes
+        layout = "class_warps" if tiled.class_warps else "tiled"
+        name = f"batchlab_row_gemm_{layout}_{tiled.threads}_{tiled.min_blocks}"
+        source = _CLASS_WARPS_SOURCE if tiled.class_warps else _TILED_SOURCE
+        shared = tiled.shared_bytes
         header = _HEADER + _launch_bounds(tiled.threads, tiled.min_blocks)
     return mx.fast.cuda_kernel(
         name=name + ("_group" if grouped else ""),
@@ -471,6 +624,16 @@ CANDIDATE_SPLIT = (
     SplitShape(cw=1, nf=1, mt=1, u=4, xb=True), SplitShape(cw=1, nf=1, mt=1, u=8, xb=False),
     SplitShape(cw=1, nf=1, mt=1, u=8, xb=True), SplitShape(cw=1, nf=1, mt=1, u=16, xb=False),
     SplitShape(cw=2, nf=1, mt=1, u=8, xb=False), SplitShape(cw=2, nf=2, mt=2, u=4, xb=True))
+# The class-warp kernel's shapes (every one the same bits as the split kernel): warp tiles
+# up to 64 x 64, which the tiled kernel's two sets of accumulators cannot hold.
+CANDIDATE_CLASS_WARPS = (
+    TiledShape(wm=1, wn=1, mt=4, nf=8, stages=3, min_blocks=2, class_warps=True),
+    TiledShape(wm=2, wn=1, mt=4, nf=8, stages=3, class_warps=True),
+    TiledShape(wm=1, wn=2, mt=4, nf=4, stages=3, min_blocks=2, class_warps=True),
+    TiledShape(wm=2, wn=2, mt=2, nf=4, stages=3, class_warps=True),
+    TiledShape(wm=1, wn=1, mt=4, nf=4, stages=3, min_blocks=3, class_warps=True),
+    TiledShape(wm=1, wn=1, mt=2, nf=8, stages=4, min_blocks=2, class_warps=True),
+    TiledShape(wm=1, wn=2, mt=2, nf=8, stages=3, class_warps=True))
 CANDIDATE_TILED = (
     TiledShape(wm=4, wn=2, mt=2, nf=4, stages=4, ks=4),
     TiledShape(wm=4, wn=2, mt=2, nf=4, stages=4, min_blocks=2),
@@ -480,7 +643,8 @@ CANDIDATE_TILED = (
     TiledShape(wm=2, wn=2, mt=4, nf=4, stages=4, ks=4, min_blocks=2),
     TiledShape(wm=4, wn=2, mt=2, nf=8, stages=3, ks=4),
     TiledShape(wm=4, wn=4, mt=2, nf=4, stages=4),
-    TiledShape(wm=2, wn=4, mt=4, nf=4, stages=3))
+    TiledShape(wm=2, wn=4, mt=4, nf=4, stages=3),
+    *CANDIDATE_CLASS_WARPS)
 
 
 # Shapes that fill the device where the base shapes leave it under two waves of blocks
@@ -494,6 +658,10 @@ CANDIDATE_TILED = (
 # The decode step with and without them, and their CUDA gate: docs/invariant.md ("The
 # row GEMM").
 FILL_ENV = "BATCHLAB_ROW_GEMM_FILL"
+# an A/B probe's switch: "i" runs CANDIDATE_CLASS_WARPS[i - 1] for every product of more
+# than 16 rows, "i,j" the i-th from TILED_FROM rows and the j-th below (the same bits; a
+# decode step's time alone)
+CLASS_WARPS_ENV = "BATCHLAB_ROW_GEMM_CLASS_WARPS"
 FILL_BELOW_BLOCKS = 2 * 132
 TILED_KSPLIT = replace(TILED, ks=K_WARPS)
 SPLIT_FILL = SplitShape(cw=2, nf=2, mt=2, u=4, xb=True)
@@ -501,6 +669,9 @@ SPLIT_FILL = SplitShape(cw=2, nf=2, mt=2, u=4, xb=True)
 
 def _shape(m: int, n: int, tiled: bool) -> SplitShape | TiledShape:  # not gated: gpu only
     """The launch shape for an (m, n) output: who computes what, never how."""
+    if m > 16 and os.environ.get(CLASS_WARPS_ENV, "0") != "0":
+        chosen = os.environ[CLASS_WARPS_ENV].split(",")  # "i" or "i,j": from 65 rows, 17-64
+        return CANDIDATE_CLASS_WARPS[int(chosen[0 if tiled else -1]) - 1]
     if not tiled:  # the environment read only where it can change the shape (not at B = 1)
         if 16 < m <= 64 and os.environ.get(FILL_ENV) != "0":
             return SPLIT_FILL
