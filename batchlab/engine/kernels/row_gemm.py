@@ -340,7 +340,6 @@ _CLASS_WARPS_SOURCE = """
     constexpr int BN = 8 * NF * WN;
     constexpr int SPATIAL = WM * WN;             // warps a class
     constexpr int THREADS = 32 * RG_KW * SPATIAL;
-    constexpr int CHUNKS = 4 * RG_KW * (BM + BN);  // 16-byte chunks of one stage's tiles
     constexpr int FRAGS = MT * NF * 4;           // a lane's accumulators
     static_assert(ST >= 2, "stages");
     const int M = x_shape[0];
@@ -366,32 +365,55 @@ _CLASS_WARPS_SOURCE = """
     unsigned short (*ws)[RG_KW][BN][32] =
         reinterpret_cast<unsigned short (*)[RG_KW][BN][32]>(rg_tiles + ST * RG_KW * BM * 32);
 
+    // a thread's chunks: 16-byte column c16 of row r of each pass of P rows, in each of a
+    // stage's four class tiles; the rows' addresses are set once, outside the main loop
+    // (computed per chunk, the loads' integer work outweighed the MMAs)
+    constexpr int P = THREADS / 4;
+    constexpr int XP = (BM + P - 1) / P;
+    constexpr int WP = (BN + P - 1) / P;
+    const int r = tid >> 2;
+    const int c16 = tid & 3;
+    const unsigned short* xrow[XP];  // null: no such row
+    const unsigned short* wrow[WP];
+    #pragma unroll
+    for (int p = 0; p < XP; ++p) {
+        const int xr = m0 + r + P * p;
+        xrow[p] = (BM % P == 0 || r + P * p < BM) && xr < M
+            ? reinterpret_cast<const unsigned short*>(x) + (size_t)xr * K + c16 * 8 : nullptr;
+    }
+    #pragma unroll
+    for (int p = 0; p < WP; ++p) {
+        const int wr = n0 + r + P * p;
+        wrow[p] = (BN % P == 0 || r + P * p < BN) && wr < N
+            ? reinterpret_cast<const unsigned short*>(w) + (size_t)wr * K + c16 * 8 : nullptr;
+    }
+    auto copy16 = [&](unsigned short* dst, const unsigned short* row, int k, bool ok) {
+        // zeros past the matrix: no bytes read, a valid address all the same
+        const unsigned short* src = ok ? row + k : reinterpret_cast<const unsigned short*>(x);
+        if (aligned) {
+            const unsigned addr = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+            asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\\n"
+                         :: "r"(addr), "l"(src), "r"(ok ? 16 : 0));
+        } else {
+            *reinterpret_cast<uint4*>(dst) = rg_load8(src, 0, ok);
+        }
+    };
     auto load_tile = [&](int buf, int q) {
-        // unrolled in fours: fully unrolled, the chunks' addresses stayed live across the
-        // main loop (255 registers and spills at a 64 x 64 warp tile; 202 and none so)
-        #pragma unroll 4
-        for (int i = 0; i < (CHUNKS + THREADS - 1) / THREADS; ++i) {
-            const int chunk = tid + THREADS * i;   // x's four step tiles, then W's
-            if (CHUNKS % THREADS != 0 && chunk >= CHUNKS) break;
-            const bool is_x = chunk < 4 * RG_KW * BM;
-            const int local = is_x ? chunk : chunk - 4 * RG_KW * BM;
-            const int c = is_x ? local / (4 * BM) : local / (4 * BN);  // the step's class
-            const int row = is_x ? (local >> 2) % BM : (local >> 2) % BN;
-            const int c16 = local & 3;
+        #pragma unroll
+        for (int c = 0; c < RG_KW; ++c) {  // step RG_KW q + c, class c's tile
             const int s = RG_KW * q + c;
-            const int k = s * 32 + c16 * 8;
-            const int grow = (is_x ? m0 : n0) + row;
-            const bool ok = s < steps && k < K && grow < (is_x ? M : N);
-            const unsigned short* src =
-                reinterpret_cast<const unsigned short*>(is_x ? (const void*)x : (const void*)w)
-                + (ok ? (size_t)grow * K + k : 0);
-            unsigned short* dst = is_x ? &xs[buf][c][row][c16 * 8] : &ws[buf][c][row][c16 * 8];
-            if (aligned) {
-                const unsigned addr = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-                asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\\n"
-                             :: "r"(addr), "l"(src), "r"(ok ? 16 : 0));
-            } else {
-                *reinterpret_cast<uint4*>(dst) = rg_load8(src, 0, ok);
+            const bool kin = s < steps && s * 32 + c16 * 8 < K;
+            #pragma unroll
+            for (int p = 0; p < XP; ++p) {
+                if (BM % P == 0 || r + P * p < BM)
+                    copy16(&xs[buf][c][r + P * p][c16 * 8], xrow[p], s * 32,
+                           kin && xrow[p] != nullptr);
+            }
+            #pragma unroll
+            for (int p = 0; p < WP; ++p) {
+                if (BN % P == 0 || r + P * p < BN)
+                    copy16(&ws[buf][c][r + P * p][c16 * 8], wrow[p], s * 32,
+                           kin && wrow[p] != nullptr);
             }
         }
         asm volatile("cp.async.commit_group;\\n" ::);
@@ -493,6 +515,8 @@ _GROUPED = (
      "rg_load8(rg_wrow(w0, w1, w2, N0, N1, n, K), k, kin && n < N)"),
     ("reinterpret_cast<size_t>(w)",
      "reinterpret_cast<size_t>(w0) | reinterpret_cast<size_t>(w1) | reinterpret_cast<size_t>(w2)"),
+    ("reinterpret_cast<const unsigned short*>(w) + (size_t)wr * K",
+     "reinterpret_cast<const unsigned short*>(rg_wrow(w0, w1, w2, N0, N1, wr, K))"),
     ("reinterpret_cast<const unsigned short*>(is_x ? (const void*)x : (const void*)w)\n"
      "                + (ok ? (size_t)grow * K + k : 0);",
      "!ok ? reinterpret_cast<const unsigned short*>(x)\n"
@@ -633,7 +657,8 @@ CANDIDATE_CLASS_WARPS = (
     TiledShape(wm=2, wn=2, mt=2, nf=4, stages=3, class_warps=True),
     TiledShape(wm=1, wn=1, mt=4, nf=4, stages=3, min_blocks=3, class_warps=True),
     TiledShape(wm=1, wn=1, mt=2, nf=8, stages=4, min_blocks=2, class_warps=True),
-    TiledShape(wm=1, wn=2, mt=2, nf=8, stages=3, class_warps=True))
+    TiledShape(wm=1, wn=2, mt=2, nf=8, stages=3, class_warps=True),
+    TiledShape(wm=1, wn=2, mt=4, nf=8, stages=3, class_warps=True))
 CANDIDATE_TILED = (
     TiledShape(wm=4, wn=2, mt=2, nf=4, stages=4, ks=4),
     TiledShape(wm=4, wn=2, mt=2, nf=4, stages=4, min_blocks=2),
