@@ -424,6 +424,7 @@ def test_the_row_gemm_fills_the_device_unless_told_not_to(monkeypatch):
     so this checks the choice, exactly."""
     from batchlab.engine.kernels import row_gemm as rg
 
+    monkeypatch.setenv(rg.CLASS_WARPS_ENV, "0")  # the shapes before the class-warp kernel
     monkeypatch.setenv(rg.FILL_ENV, "0")
     assert rg._shape(256, 512, True) == rg.TILED and rg.TILED.ks == 1
     assert rg._shape(64, 512, False) == rg._tiling(64)
@@ -440,22 +441,34 @@ def test_the_row_gemm_fills_the_device_unless_told_not_to(monkeypatch):
     assert rg._shape(65, 512, False) == rg._tiling(65)
 
 
-def test_the_class_warp_shapes_are_chosen_only_when_asked_and_hold_their_partials(monkeypatch):
-    """``BATCHLAB_ROW_GEMM_CLASS_WARPS`` (a probe's A/B switch) picks the class-warp
-    kernel's shape for products of more than 16 rows: "i" for all of them, "i,j" the i-th
-    from TILED_FROM rows and the j-th below. A class-warp block is four warps a spatial
-    warp, and its shared memory holds both its stages and classes 1-3's partials."""
+def test_above_16_rows_the_class_warp_kernel_runs_unless_told_otherwise(monkeypatch):
+    """From 17 rows every product takes the class-warp kernel's 64 x 64 tiles (the H200's
+    fastest shape there); ``BATCHLAB_ROW_GEMM_CLASS_WARPS`` picks another candidate ("i",
+    or "i,j": the i-th from TILED_FROM rows, the j-th at 17-64) or, "0", the split and
+    tiled shapes; anything else is refused with what to give. 16 rows and under keep the
+    split kernel. A class-warp block is four warps a spatial warp, and its shared memory
+    holds both its stages and classes 1-3's partials. Shapes alone (the bits are K's)."""
     from batchlab.engine.kernels import row_gemm as rg
 
     monkeypatch.delenv(rg.FILL_ENV, raising=False)
+    monkeypatch.delenv(rg.CLASS_WARPS_ENV, raising=False)
+    default = rg.CANDIDATE_CLASS_WARPS[0]
+    assert default == rg.TiledShape(wm=1, wn=1, mt=4, nf=8, stages=3, min_blocks=2,
+                                    class_warps=True)
+    assert rg.CLASS_WARPS_FROM == 17
+    assert rg._shape(17, 512, False) == rg._shape(256, 8448, True) == default
+    assert rg._shape(16, 512, False) == rg._tiling(16)  # 16 rows and under: the split kernel
+    assert rg._shape(16, 512, True) == rg.TILED_KSPLIT  # forced tiled: the old shapes
     monkeypatch.setenv(rg.CLASS_WARPS_ENV, "0")
-    assert rg._shape(256, 8448, True) == rg.TILED
+    assert rg._shape(256, 8448, True) == rg.TILED and rg._shape(64, 512, False) == rg.SPLIT_FILL
     monkeypatch.setenv(rg.CLASS_WARPS_ENV, "2")
     assert rg._shape(256, 512, True) == rg._shape(17, 512, False) == rg.CANDIDATE_CLASS_WARPS[1]
-    assert rg._shape(16, 512, False) == rg._tiling(16)  # 16 rows and under: the split kernel
     monkeypatch.setenv(rg.CLASS_WARPS_ENV, "1,3")
     assert rg._shape(65, 512, True) == rg.CANDIDATE_CLASS_WARPS[0]
     assert rg._shape(64, 512, False) == rg.CANDIDATE_CLASS_WARPS[2]
+    for bad in ("x", "9", "0,1", "1,2,3", ""):
+        with pytest.raises(ValueError, match="give 0 .* a candidate 1-8"):
+            rg.class_warps_choice(bad)
     square = rg.TiledShape(wm=1, wn=1, mt=4, nf=8, stages=3, class_warps=True)
     assert square.threads == 128 and square.tile == (64, 64)
     assert square.shared_bytes == 3 * 4 * 128 * 64  # the stages: more than 3 x 16 KiB partials

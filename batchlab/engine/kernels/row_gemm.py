@@ -683,20 +683,43 @@ CANDIDATE_TILED = (
 # The decode step with and without them, and their CUDA gate: docs/invariant.md ("The
 # row GEMM").
 FILL_ENV = "BATCHLAB_ROW_GEMM_FILL"
-# an A/B probe's switch: "i" runs CANDIDATE_CLASS_WARPS[i - 1] for every product of more
-# than 16 rows, "i,j" the i-th from TILED_FROM rows and the j-th below (the same bits; a
-# decode step's time alone)
+# Above 16 rows every product runs the class-warp kernel's 64 x 64 tiles by default: on
+# the H200 they were the fastest shape, or within 10% of it, on every projection of
+# llama-3.2-1b and llama-3.1-8b at 64, 128 and 256 rows, and the invariant decode step
+# took 24.1 -> 18.1 ms (8B, B=64) and 32.1 -> 28.3 (8B, B=256)
+# (reports/bench/cuda-sm90/issue28-class-warps/). The switch picks another:
+# "i" runs CANDIDATE_CLASS_WARPS[i - 1] above 16 rows, "i,j" the i-th from TILED_FROM rows
+# and the j-th at 17-64; "0" the split and tiled shapes below (the same bits either way).
 CLASS_WARPS_ENV = "BATCHLAB_ROW_GEMM_CLASS_WARPS"
+CLASS_WARPS_FROM = 17
 FILL_BELOW_BLOCKS = 2 * 132
 TILED_KSPLIT = replace(TILED, ks=K_WARPS)
 SPLIT_FILL = SplitShape(cw=2, nf=2, mt=2, u=4, xb=True)
 
 
+@functools.cache
+def class_warps_choice(value: str) -> tuple[int, ...]:
+    """``CLASS_WARPS_ENV``'s value as candidate numbers: () for "0", (i,) or (i, j)."""
+    try:
+        chosen = tuple(int(v) for v in value.split(","))
+    except ValueError:
+        chosen = ()
+    if chosen == (0,):
+        return ()
+    if not 1 <= len(chosen) <= 2 or not all(1 <= c <= len(CANDIDATE_CLASS_WARPS) for c in chosen):
+        raise ValueError(
+            f"{CLASS_WARPS_ENV}={value!r}: give 0 (the split and tiled kernels), a candidate "
+            f"1-{len(CANDIDATE_CLASS_WARPS)} (CANDIDATE_CLASS_WARPS), or two: "
+            f"'from {TILED_FROM} rows,at 17-64'")
+    return chosen
+
+
 def _shape(m: int, n: int, tiled: bool) -> SplitShape | TiledShape:  # not gated: gpu only
     """The launch shape for an (m, n) output: who computes what, never how."""
-    if m > 16 and os.environ.get(CLASS_WARPS_ENV, "0") != "0":
-        chosen = os.environ[CLASS_WARPS_ENV].split(",")  # "i" or "i,j": from 65 rows, 17-64
-        return CANDIDATE_CLASS_WARPS[int(chosen[0 if tiled else -1]) - 1]
+    if m >= CLASS_WARPS_FROM:  # the environment read only here (never at B = 1)
+        chosen = class_warps_choice(os.environ.get(CLASS_WARPS_ENV, "1"))
+        if chosen:
+            return CANDIDATE_CLASS_WARPS[chosen[0 if tiled else -1] - 1]
     if not tiled:  # the environment read only where it can change the shape (not at B = 1)
         if 16 < m <= 64 and os.environ.get(FILL_ENV) != "0":
             return SPLIT_FILL
