@@ -10,7 +10,9 @@
 #   5. Nsight Compute: every kernel of an invariant 8B B=64 step (the class-warp shape $2),
 #      then the sections of one 8B gate product at 256 rows, class-warp and tiled;
 #   6. the class-warp kernel on by default (no switch): invariant against l1, llama-3.1-8b
-#      at B 64 and 256, llama-3.2-1b at B 1, 64 and 256.
+#      at B 64 and 256, llama-3.2-1b at B 1, 64 and 256;
+#   7. after each accumulator's two MMAs were moved NF apart: the sweep (SWEEP SAME), the
+#      probe, invariant against l1 at 8B B 64 and 256 (no switch).
 # Run as: bash tools/h200/s50-class-warps.sh N [shape] (after staging; bench-lib's environment)
 set -u
 R=$OUT/c$1 TAG=c$1
@@ -37,4 +39,9 @@ case "$1" in
      $R/ncu-gate-product.txt | head -60; pack ;;
 6) bench 8b-default - llama-3.1-8b 64,256 l1,invariant 2 400
    bench 1b-default - llama-3.2-1b 1,64,256 l1,invariant 3 300 ;;
+7) timeout 200 python3 tools/h200/row_gemm_sweep.py > $R/sweep.log 2>&1
+   echo "== sweep: exit $?"; grep -E "SWEEP|DIFFERS" $R/sweep.log; grep -A13 "^one decode" $R/sweep.log
+   timeout 200 python3 tools/h200/row_gemm_probe.py > $R/probe.log 2>&1
+   echo "== probe: exit $?"; grep -E "ROW GEMM|False|TOO FAR|differ" $R/probe.log | head; pack
+   bench 8b-mma - llama-3.1-8b 64,256 l1,invariant 2 400 ;;
 esac

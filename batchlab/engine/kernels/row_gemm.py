@@ -449,11 +449,14 @@ _CLASS_WARPS_SOURCE = """
                 const int r = wm * (16 * MT) + mt * 16 + g;
                 const uint4 xa = *reinterpret_cast<const uint4*>(&xs[buf][cls][r][8 * t]);
                 const uint4 xb = *reinterpret_cast<const uint4*>(&xs[buf][cls][r + 8][8 * t]);
+                // each accumulator's two MMAs in their order, NF apart: back to back, the
+                // second waited on the first (asm volatile keeps the order it is written in)
                 #pragma unroll
-                for (int nf = 0; nf < NF; ++nf) {
+                for (int nf = 0; nf < NF; ++nf)
                     rg_mma<BF16>(acc[mt][nf], xa.x, xb.x, xa.y, xb.y, wf[nf].x, wf[nf].y);
+                #pragma unroll
+                for (int nf = 0; nf < NF; ++nf)
                     rg_mma<BF16>(acc[mt][nf], xa.z, xb.z, xa.w, xb.w, wf[nf].z, wf[nf].w);
-                }
             }
         }
     }
