@@ -12,7 +12,9 @@
 #   6. the class-warp kernel on by default (no switch): invariant against l1, llama-3.1-8b
 #      at B 64 and 256, llama-3.2-1b at B 1, 64 and 256;
 #   7. after each accumulator's two MMAs were moved NF apart: the sweep (SWEEP SAME), the
-#      probe, invariant against l1 at 8B B 64 and 256 (no switch).
+#      probe, invariant against l1 at 8B B 64 and 256 (no switch);
+#   8. the invariant CUDA gate, every cell less the real model (typed inline twice: with
+#      BATCHLAB_ROW_GEMM_CLASS_WARPS=1 at 563db46, and at the default at 109018b).
 # Run as: bash tools/h200/s50-class-warps.sh N [shape] (after staging; bench-lib's environment)
 set -u
 R=$OUT/c$1 TAG=c$1
@@ -44,4 +46,9 @@ case "$1" in
    timeout 200 python3 tools/h200/row_gemm_probe.py > $R/probe.log 2>&1
    echo "== probe: exit $?"; grep -E "ROW GEMM|False|TOO FAR|differ" $R/probe.log | head; pack
    bench 8b-mma - llama-3.1-8b 64,256 l1,invariant 2 400 ;;
+8) sed '/^# the real model/,$d' matrices/invariant-cuda.toml > /tmp/inv-cuda.toml
+   timeout 175 python3 -m batchlab matrix run --matrix /tmp/inv-cuda.toml --live --jobs 16 \
+     --report $R/gate > $R/gate.log 2>&1
+   echo "== gate: exit $?"; grep -E "^(FAIL|ERROR)|cells passed|wall time" $R/gate.log
+   rm -f $R/gate/heatmap.png; pack ;;
 esac

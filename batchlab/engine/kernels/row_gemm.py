@@ -18,6 +18,11 @@ load each) and hands them to the MMA as the fragment's k positions ``2t, 2t+1, 2
 product with a fixed summation order. What M changes is only how many rows and
 columns a block covers (``_tiling``): who computes an element, not how.
 
+Three kernels compute that function (who computes an element differs, never how):
+the split kernel above (16 rows and under), the class-warp kernel (the default from 17
+rows: the split kernel's four class warps with tiles staged through shared memory) and
+the tiled kernel (the classes one after another; ``BATCHLAB_ROW_GEMM_CLASS_WARPS=0``).
+
 Only on CUDA (bfloat16 and float16, K a multiple of 8); ``supports`` says which
 weights. Elsewhere the backend's matmul is row-invariant already (the CPU) and the
 invariant path does not call this.
@@ -701,7 +706,7 @@ SPLIT_FILL = SplitShape(cw=2, nf=2, mt=2, u=4, xb=True)
 
 
 @functools.cache
-def class_warps_choice(value: str) -> tuple[int, ...]:
+def class_warps_choice(value: str) -> tuple[int, ...]:  # not gated: gpu only
     """``CLASS_WARPS_ENV``'s value as candidate numbers: () for "0", (i,) or (i, j)."""
     try:
         chosen = tuple(int(v) for v in value.split(","))
