@@ -175,6 +175,17 @@ _SOURCE = """
 """
 
 
+# The problem's sizes and the thread's place, as the tiled kernels begin
+_DIMS = """
+    const int M = x_shape[0];
+    const int K = x_shape[1];
+    const int N = w_shape[0];
+    const int tid = threadIdx.x;
+    const int lane = tid & 31;
+    const int warp = tid >> 5;
+"""
+
+
 # The same function of each element for larger M, tiled through shared memory: a block
 # of WM x WN warps computes BM = 16 MT WM rows x BN = 8 NF WN columns (warp tile 16 MT x
 # 8 NF) over K, in the order of the kernel above: the steps of class 0 (s % 4 == 0)
@@ -192,12 +203,7 @@ _TILED_SOURCE = """
     constexpr int THREADS = 32 * WM * WN;
     constexpr int CHUNKS = 4 * (BM + BN);  // 16-byte chunks of one step's two tiles
     static_assert(ST >= 2 && (KS == 1 || KS == RG_KW), "stages, and whole classes a block");
-    const int M = x_shape[0];
-    const int K = x_shape[1];
-    const int N = w_shape[0];
-    const int tid = threadIdx.x;
-    const int lane = tid & 31;
-    const int warp = tid >> 5;
+""" + _DIMS + """
     const int wm = warp % WM;         // the warp's rows of the block's BM
     const int wn = warp / WM;         // its columns of the block's BN
     const int g = lane >> 2;
@@ -347,12 +353,7 @@ _CLASS_WARPS_SOURCE = """
     constexpr int THREADS = 32 * RG_KW * SPATIAL;
     constexpr int FRAGS = MT * NF * 4;           // a lane's accumulators
     static_assert(ST >= 2, "stages");
-    const int M = x_shape[0];
-    const int K = x_shape[1];
-    const int N = w_shape[0];
-    const int tid = threadIdx.x;
-    const int lane = tid & 31;
-    const int warp = tid >> 5;
+""" + _DIMS + """
     const int cls = warp / SPATIAL;   // the K class this warp sums: steps s % 4 == cls
     const int sw = warp % SPATIAL;
     const int wm = sw % WM;
