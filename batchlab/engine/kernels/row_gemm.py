@@ -186,6 +186,58 @@ _DIMS = """
 """
 
 
+# How the tiled kernels load a K step: each thread copies the 16-byte column c16 of row r
+# of each pass of P rows of x's tile and of W's, through cp.async (zeros past the
+# matrix); the rows' addresses are set once, outside the main loop (computed per chunk,
+# the loads' integer work outweighed the MMAs: the class-warp kernel's first version)
+_ROW_LOADS = """
+    constexpr int P = THREADS / 4;
+    constexpr int XP = (BM + P - 1) / P;
+    constexpr int WP = (BN + P - 1) / P;
+    const int r = tid >> 2;
+    const int c16 = tid & 3;
+    const unsigned short* xrow[XP];  // null: no such row
+    const unsigned short* wrow[WP];
+    #pragma unroll
+    for (int p = 0; p < XP; ++p) {
+        const int xr = m0 + r + P * p;
+        xrow[p] = (BM % P == 0 || r + P * p < BM) && xr < M
+            ? reinterpret_cast<const unsigned short*>(x) + (size_t)xr * K + c16 * 8 : nullptr;
+    }
+    #pragma unroll
+    for (int p = 0; p < WP; ++p) {
+        const int wr = n0 + r + P * p;
+        wrow[p] = (BN % P == 0 || r + P * p < BN) && wr < N
+            ? reinterpret_cast<const unsigned short*>(w) + (size_t)wr * K + c16 * 8 : nullptr;
+    }
+    auto copy16 = [&](unsigned short* dst, const unsigned short* row, int k, bool ok) {
+        // zeros past the matrix: no bytes read, a valid address all the same
+        const unsigned short* src = ok ? row + k : reinterpret_cast<const unsigned short*>(x);
+        if (aligned) {
+            const unsigned addr = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+            asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\\n"
+                         :: "r"(addr), "l"(src), "r"(ok ? 16 : 0));
+        } else {
+            *reinterpret_cast<uint4*>(dst) = rg_load8(src, 0, ok);
+        }
+    };
+    // step s's 32 columns of this block's rows of x and of W into the tiles xt and wt
+    auto load_step = [&](unsigned short (*xt)[32], unsigned short (*wt)[32], int s) {
+        const bool kin = s < steps && s * 32 + c16 * 8 < K;
+        #pragma unroll
+        for (int p = 0; p < XP; ++p) {
+            if (BM % P == 0 || r + P * p < BM)
+                copy16(&xt[r + P * p][c16 * 8], xrow[p], s * 32, kin && xrow[p] != nullptr);
+        }
+        #pragma unroll
+        for (int p = 0; p < WP; ++p) {
+            if (BN % P == 0 || r + P * p < BN)
+                copy16(&wt[r + P * p][c16 * 8], wrow[p], s * 32, kin && wrow[p] != nullptr);
+        }
+    };
+"""
+
+
 # The same function of each element for larger M, tiled through shared memory: a block
 # of WM x WN warps computes BM = 16 MT WM rows x BN = 8 NF WN columns (warp tile 16 MT x
 # 8 NF) over K, in the order of the kernel above: the steps of class 0 (s % 4 == 0)
@@ -201,7 +253,6 @@ _TILED_SOURCE = """
     constexpr int BM = 16 * MT * WM;
     constexpr int BN = 8 * NF * WN;
     constexpr int THREADS = 32 * WM * WN;
-    constexpr int CHUNKS = 4 * (BM + BN);  // 16-byte chunks of one step's two tiles
     static_assert(ST >= 2 && (KS == 1 || KS == RG_KW), "stages, and whole classes a block");
 """ + _DIMS + """
     const int wm = warp % WM;         // the warp's rows of the block's BM
@@ -231,29 +282,9 @@ _TILED_SOURCE = """
         }
         return c + RG_KW * q;
     };
-    auto load_tile = [&](int buf, int s) {
-        #pragma unroll
-        for (int i = 0; i < (CHUNKS + THREADS - 1) / THREADS; ++i) {
-            const int chunk = tid + THREADS * i;   // x's tile's chunks, then W's
-            if (CHUNKS % THREADS != 0 && chunk >= CHUNKS) break;
-            const bool is_x = chunk < 4 * BM;
-            const int row = (is_x ? chunk : chunk - 4 * BM) >> 2;
-            const int c16 = chunk & 3;
-            const int k = s * 32 + c16 * 8;
-            const int grow = (is_x ? m0 : n0) + row;
-            const bool ok = k < K && grow < (is_x ? M : N);
-            const unsigned short* src =
-                reinterpret_cast<const unsigned short*>(is_x ? (const void*)x : (const void*)w)
-                + (ok ? (size_t)grow * K + k : 0);
-            unsigned short* dst = is_x ? &xs[buf][row][c16 * 8] : &ws[buf][row][c16 * 8];
-            if (aligned) {
-                const unsigned addr = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-                asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\\n"
-                             :: "r"(addr), "l"(src), "r"(ok ? 16 : 0));
-            } else {
-                *reinterpret_cast<uint4*>(dst) = rg_load8(src, 0, ok);
-            }
-        }
+""" + _ROW_LOADS + """
+    auto load_tile = [&](int buf, int s) {  // step s into the stage's tiles
+        load_step(xs[buf], ws[buf], s);
         asm volatile("cp.async.commit_group;\\n" ::);
     };
 
@@ -371,57 +402,10 @@ _CLASS_WARPS_SOURCE = """
     unsigned short (*ws)[RG_KW][BN][32] =
         reinterpret_cast<unsigned short (*)[RG_KW][BN][32]>(rg_tiles + ST * RG_KW * BM * 32);
 
-    // a thread's chunks: 16-byte column c16 of row r of each pass of P rows, in each of a
-    // stage's four class tiles; the rows' addresses are set once, outside the main loop
-    // (computed per chunk, the loads' integer work outweighed the MMAs)
-    constexpr int P = THREADS / 4;
-    constexpr int XP = (BM + P - 1) / P;
-    constexpr int WP = (BN + P - 1) / P;
-    const int r = tid >> 2;
-    const int c16 = tid & 3;
-    const unsigned short* xrow[XP];  // null: no such row
-    const unsigned short* wrow[WP];
-    #pragma unroll
-    for (int p = 0; p < XP; ++p) {
-        const int xr = m0 + r + P * p;
-        xrow[p] = (BM % P == 0 || r + P * p < BM) && xr < M
-            ? reinterpret_cast<const unsigned short*>(x) + (size_t)xr * K + c16 * 8 : nullptr;
-    }
-    #pragma unroll
-    for (int p = 0; p < WP; ++p) {
-        const int wr = n0 + r + P * p;
-        wrow[p] = (BN % P == 0 || r + P * p < BN) && wr < N
-            ? reinterpret_cast<const unsigned short*>(w) + (size_t)wr * K + c16 * 8 : nullptr;
-    }
-    auto copy16 = [&](unsigned short* dst, const unsigned short* row, int k, bool ok) {
-        // zeros past the matrix: no bytes read, a valid address all the same
-        const unsigned short* src = ok ? row + k : reinterpret_cast<const unsigned short*>(x);
-        if (aligned) {
-            const unsigned addr = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-            asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\\n"
-                         :: "r"(addr), "l"(src), "r"(ok ? 16 : 0));
-        } else {
-            *reinterpret_cast<uint4*>(dst) = rg_load8(src, 0, ok);
-        }
-    };
-    auto load_tile = [&](int buf, int q) {
+""" + _ROW_LOADS + """
+    auto load_tile = [&](int buf, int q) {  // steps RG_KW q + c into class c's tiles
         #pragma unroll
-        for (int c = 0; c < RG_KW; ++c) {  // step RG_KW q + c, class c's tile
-            const int s = RG_KW * q + c;
-            const bool kin = s < steps && s * 32 + c16 * 8 < K;
-            #pragma unroll
-            for (int p = 0; p < XP; ++p) {
-                if (BM % P == 0 || r + P * p < BM)
-                    copy16(&xs[buf][c][r + P * p][c16 * 8], xrow[p], s * 32,
-                           kin && xrow[p] != nullptr);
-            }
-            #pragma unroll
-            for (int p = 0; p < WP; ++p) {
-                if (BN % P == 0 || r + P * p < BN)
-                    copy16(&ws[buf][c][r + P * p][c16 * 8], wrow[p], s * 32,
-                           kin && wrow[p] != nullptr);
-            }
-        }
+        for (int c = 0; c < RG_KW; ++c) load_step(xs[buf][c], ws[buf][c], RG_KW * q + c);
         asm volatile("cp.async.commit_group;\\n" ::);
     };
 
@@ -526,12 +510,6 @@ _GROUPED = (
      "reinterpret_cast<size_t>(w0) | reinterpret_cast<size_t>(w1) | reinterpret_cast<size_t>(w2)"),
     ("reinterpret_cast<const unsigned short*>(w) + (size_t)wr * K",
      "reinterpret_cast<const unsigned short*>(rg_wrow(w0, w1, w2, N0, N1, wr, K))"),
-    ("reinterpret_cast<const unsigned short*>(is_x ? (const void*)x : (const void*)w)\n"
-     "                + (ok ? (size_t)grow * K + k : 0);",
-     "!ok ? reinterpret_cast<const unsigned short*>(x)\n"
-     "                : is_x ? reinterpret_cast<const unsigned short*>(x) + (size_t)grow * K + k\n"
-     "                : reinterpret_cast<const unsigned short*>(\n"
-     "                      rg_wrow(w0, w1, w2, N0, N1, grow, K)) + k;"),
 )
 
 
