@@ -439,8 +439,8 @@ _CLASS_WARPS_SOURCE = """
                 const int r = wm * (16 * MT) + mt * 16 + g;
                 const uint4 xa = *reinterpret_cast<const uint4*>(&xs[buf][cls][r][8 * t]);
                 const uint4 xb = *reinterpret_cast<const uint4*>(&xs[buf][cls][r + 8][8 * t]);
-                // each accumulator's two MMAs in their order, NF apart: back to back, the
-                // second waited on the first (asm volatile keeps the order it is written in)
+                // each accumulator's two MMAs in order, NF MMAs apart (back to back, the
+                // second would wait on the first: asm volatile keeps the written order)
                 #pragma unroll
                 for (int nf = 0; nf < NF; ++nf)
                     rg_mma<BF16>(acc[mt][nf], xa.x, xb.x, xa.y, xb.y, wf[nf].x, wf[nf].y);
@@ -671,9 +671,8 @@ CANDIDATE_TILED = (
 # row GEMM").
 FILL_ENV = "BATCHLAB_ROW_GEMM_FILL"
 # Above 16 rows every product runs the class-warp kernel's 64 x 64 tiles by default: on
-# the H200 they were the fastest shape, or within 10% of it, on every projection of
-# llama-3.2-1b and llama-3.1-8b at 64, 128 and 256 rows, and the invariant decode step
-# took 24.1 -> 18.1 ms (8B, B=64) and 32.1 -> 28.3 (8B, B=256)
+# the H200 the fastest shape, or within 10% of it, on every projection of llama-3.2-1b
+# and llama-3.1-8b at 64-256 rows, and a shorter invariant decode step at B 64 and 256
 # (reports/bench/cuda-sm90/issue28-class-warps/). The switch picks another:
 # "i" runs CANDIDATE_CLASS_WARPS[i - 1] above 16 rows, "i,j" the i-th from TILED_FROM rows
 # and the j-th at 17-64; "0" the split and tiled shapes below (the same bits either way).
