@@ -39,8 +39,10 @@ def compile_kernel(source: str, header: str, inputs: list[str], outputs: list[st
     include = os.path.dirname(_find("nvidia/cuda_runtime/include/cuda_bf16.h"))
     consts = "\n".join(f"constexpr auto {k} = {v};" if k != "T" else f"using T = {v};"
                        for k, v in template.items())
-    params = ", ".join([p for n in inputs for p in (f"const {input_types.get(n, 'T')}* {n}",
-                                                    f"const int* {n}_shape")]
+    # as MLX does: an input's _ndim only where the source reads it
+    params = ", ".join([p for n in inputs for p in [f"const {input_types.get(n, 'T')}* {n}",
+                                                    f"const int* {n}_shape"]
+                        + ([f"const int {n}_ndim"] if f"{n}_ndim" in source else [])]
                        + [f"{output_types.get(n, 'T')}* {n}" for n in outputs])
     text = (f"#include <cuda_bf16.h>\n#include <cuda_fp16.h>\n{header}\n{consts}\n"
             f'extern "C" __global__ void probe_kernel({params}) {{\n{source}\n}}\n')
@@ -82,13 +84,18 @@ def _report(name: str, result: tuple[bool, str]) -> bool:
 
 def main() -> int:
     rg = _module("batchlab/engine/kernels/row_gemm.py")
+
+    def compile_row_gemm(source: str, header: str, *args, **kwargs) -> tuple[bool, str]:
+        # the text MLX is given: compacted (row_gemm._kernel)
+        return compile_kernel(rg.compact(source), rg.compact(header), *args, **kwargs)
+
     shapes = [rg.TILED, *rg.CANDIDATE_TILED]
     ok_all = True
     for ctype, bf16 in (("__nv_bfloat16", "true"), ("__half", "false")):
         for split in {rg._tiling(m) for m in (1, 9, 32, 256)} | set(rg.CANDIDATE_SPLIT):
             tpl = {"T": ctype, "BF16": bf16, "CW": split.cw, "NF": split.nf, "MT": split.mt,
                    "U": split.u, "XB": str(split.xb).lower()}
-            ok_all &= _report(f"row_gemm {ctype} {split}", compile_kernel(
+            ok_all &= _report(f"row_gemm {ctype} {split}", compile_row_gemm(
                 rg._SOURCE, rg._HEADER, ["x", "w"], ["out"], tpl))
         for tiled in shapes:
             tpl = {"T": ctype, "BF16": bf16, "WM": tiled.wm, "WN": tiled.wn, "MT": tiled.mt,
@@ -96,9 +103,9 @@ def main() -> int:
             header = rg._HEADER + rg._launch_bounds(tiled.threads, tiled.min_blocks)
             out_type = {"out": "float"} if tiled.ks > 1 else {}
             source = rg._CLASS_WARPS_SOURCE if tiled.class_warps else rg._TILED_SOURCE
-            ok_all &= _report(f"row_gemm tiled {ctype} {tiled}", compile_kernel(
+            ok_all &= _report(f"row_gemm tiled {ctype} {tiled}", compile_row_gemm(
                 source, header, ["x", "w"], ["out"], tpl, output_types=out_type))
-        ok_all &= _report(f"row_gemm combine {ctype}", compile_kernel(
+        ok_all &= _report(f"row_gemm combine {ctype}", compile_row_gemm(
             rg._COMBINE_SOURCE, rg._HEADER, ["part"], ["out"], {"T": ctype},
             input_types={"part": "float"}))
         for three in ("true", "false"):  # the grouped kernels (q/k/v, gate/up)
@@ -114,7 +121,8 @@ def main() -> int:
                      rg._HEADER + rg._launch_bounds(t.threads, t.min_blocks)),
                     ("class warps", rg._CLASS_WARPS_SOURCE, class_warps,
                      rg._HEADER + rg._launch_bounds(c.threads, c.min_blocks))):
-                ok_all &= _report(f"row_gemm grouped {name} {ctype} THREE={three}", compile_kernel(
+                label = f"row_gemm grouped {name} {ctype} THREE={three}"
+                ok_all &= _report(label, compile_row_gemm(
                     rg.grouped_source(src), header, ["x", "w0", "w1", "w2"], ["out"],
                     {"T": ctype, "BF16": bf16, "THREE": three, **tpl}))
     print("NVRTC OK" if ok_all else "NVRTC FAILED")

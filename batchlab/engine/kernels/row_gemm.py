@@ -31,6 +31,7 @@ invariant path does not call this.
 from __future__ import annotations
 
 import functools
+import math
 import os
 import re
 from dataclasses import dataclass, replace
@@ -56,6 +57,14 @@ __device__ __forceinline__ const void* rg_wrow(const void* w0, const void* w1, c
     const unsigned short* base = reinterpret_cast<const unsigned short*>(
         n < n0 ? w0 : (n < n0 + n1 ? w1 : w2));
     return base + (size_t)(n < n0 ? n : (n < n0 + n1 ? n - n0 : n - n0 - n1)) * k;
+}
+template <typename S>
+__device__ __forceinline__ int rg_rows(const S& shape, int ndim) {
+    // x's rows: the product of its leading axes (x comes as the model's (..., K), not
+    // reshaped: two graph ops a call fewer at B = 1, where the step is the host's)
+    int m = 1;
+    for (int i = 0; i + 1 < ndim; ++i) m *= shape[i];
+    return m;
 }
 template <typename P>
 __device__ __forceinline__ void rg_store(P* p, size_t i, float v) {
@@ -87,8 +96,8 @@ __device__ __forceinline__ void rg_mma(float* d, unsigned a0, unsigned a1, unsig
 # rows (adjacent blocks share W's columns, so a weight slab read for one row group is in
 # L2 for the next), blockIdx.y: its columns.
 _SOURCE = """
-    const int M = x_shape[0];
-    const int K = x_shape[1];
+    const int K = x_shape[x_ndim - 1];
+    const int M = rg_rows(x_shape, x_ndim);
     const int N = w_shape[0];
     const int lane = threadIdx.x & 31;
     const int warp = threadIdx.x >> 5;
@@ -177,8 +186,8 @@ _SOURCE = """
 
 # The problem's sizes and the thread's place, as the tiled kernels begin
 _DIMS = """
-    const int M = x_shape[0];
-    const int K = x_shape[1];
+    const int K = x_shape[x_ndim - 1];
+    const int M = rg_rows(x_shape, x_ndim);
     const int N = w_shape[0];
     const int tid = threadIdx.x;
     const int lane = tid & 31;
@@ -572,6 +581,20 @@ def _launch_bounds(threads: int, min_blocks: int) -> str:  # not gated: gpu only
             f"__launch_bounds__({threads}, {min_blocks})\n")
 
 
+def compact(source: str) -> str:
+    """``source`` without its comments, indentation and blank lines: the same code.
+    MLX joins a custom kernel's header and source into a new string on every call and
+    hashes it on every launch (``mx.fast.cuda_kernel``), ~113 times a B = 1 step here."""
+    lines = []
+    for line in source.splitlines():
+        code, _, comment = line.partition("//")
+        if comment and code.count('"') % 2:  # a // inside a string literal
+            code = line
+        if code.strip():
+            lines.append(code.strip())
+    return "\n".join(lines) + "\n"
+
+
 @functools.cache
 def _kernel(tiled: TiledShape | None, grouped: bool = False):  # not gated: gpu only
     if tiled is None:
@@ -585,7 +608,7 @@ def _kernel(tiled: TiledShape | None, grouped: bool = False):  # not gated: gpu 
     return mx.fast.cuda_kernel(
         name=name + ("_group" if grouped else ""),
         input_names=["x", "w0", "w1", "w2"] if grouped else ["x", "w"], output_names=["out"],
-        source=grouped_source(source) if grouped else source, header=header,
+        source=compact(grouped_source(source) if grouped else source), header=compact(header),
         ensure_row_contiguous=True, shared_memory=shared)
 
 
@@ -755,12 +778,12 @@ def _product(x: mx.array, weights: list[mx.array], tiled: bool | None,
              shape: SplitShape | TiledShape | None) -> mx.array:  # not gated: gpu only
     # No shape or dtype check here: it runs ~113 times a B = 1 step, whose time is the
     # host's; the callers check once (``supports``, ``_Blocked._by_rows``, the grouping)
-    lead, k = x.shape[:-1], x.shape[-1]
-    flat = x.reshape(-1, k)
-    m, n = flat.shape[0], sum(w.shape[0] for w in weights)
+    # x goes in as it is, (..., K): the kernel reads its rows from the leading axes
+    lead = x.shape[:-1]
+    m, n = math.prod(lead), sum(w.shape[0] for w in weights)
     grouped = len(weights) > 1
     # a grouped kernel takes three weights: a pair repeats its second (read only if THREE)
-    inputs = [flat, *weights, *weights[-1:] * (3 - len(weights))] if grouped else [flat, weights[0]]
+    inputs = [x, *weights, *weights[-1:] * (3 - len(weights))] if grouped else [x, weights[0]]
     template = [("T", x.dtype), ("BF16", x.dtype == mx.bfloat16)]
     if grouped:
         template.append(("THREE", len(weights) == 3))
@@ -773,17 +796,16 @@ def _product(x: mx.array, weights: list[mx.array], tiled: bool | None,
             inputs=inputs, template=template + _shape_template(shape),
             grid=(shape.threads * -(-m // bm), -(-n // bn), shape.ks),
             threadgroup=(shape.threads, 1, 1),
-            output_shapes=[(m, n) if shape.ks == 1 else (shape.ks, m, n)],
+            output_shapes=[(*lead, n) if shape.ks == 1 else (shape.ks, m, n)],
             output_dtypes=[x.dtype if shape.ks == 1 else mx.float32])[0]
         if shape.ks != 1:
             out = _combine()(inputs=[out], template=[("T", x.dtype)],
                              grid=(256 * -(-(m * n) // 256), 1, 1), threadgroup=(256, 1, 1),
-                             output_shapes=[(m, n)], output_dtypes=[x.dtype])[0]
-        return out.reshape(*lead, n)
+                             output_shapes=[(*lead, n)], output_dtypes=[x.dtype])[0]
+        return out
     threads = 32 * K_WARPS * shape.cw
-    out = _kernel(None, grouped)(
+    return _kernel(None, grouped)(
         inputs=inputs, template=template + _shape_template(shape),
         grid=(threads * -(-m // (16 * shape.mt)), -(-n // (8 * shape.nf * shape.cw)), 1),
         threadgroup=(threads, 1, 1),
-        output_shapes=[(m, n)], output_dtypes=[x.dtype])[0]
-    return out.reshape(*lead, n)
+        output_shapes=[(*lead, n)], output_dtypes=[x.dtype])[0]
