@@ -371,7 +371,6 @@ def _row_kernel_stand_in(monkeypatch) -> list:
 
     monkeypatch.setattr(rowblock, "row_kernel_available", lambda: True)
     monkeypatch.setattr(rowblock, "_decode_product", stand_in)
-    monkeypatch.setenv(rowblock.ROW_GROUPS_ENV, "0")  # one call a projection: counted here
     return calls
 
 
@@ -536,12 +535,10 @@ def test_the_one_token_phase_is_per_thread():
     assert seen == [False]
 
 
-@pytest.mark.parametrize("grouping", ["1", None])
-def test_grouped_row_gemms_keep_every_bit_in_one_call_per_group(monkeypatch, grouping):
-    """A layer's q/k/v and gate/up each take one row GEMM call for their shared input,
-    every member slicing its own columns, at every M with BATCHLAB_ROW_GEMM_GROUPS=1 and
-    by default up to 16 rows (here 3); the bits equal the blocked run's (here with
-    stand-ins that compute each weight's product alone)."""
+def test_grouped_row_gemms_keep_every_bit_in_one_call_per_group(monkeypatch):
+    """BATCHLAB_ROW_GEMM_GROUPS=1: a layer's q/k/v and gate/up each take one row GEMM call
+    for their shared input, every member slicing its own columns; the bits equal the
+    blocked run's (here with stand-ins that compute each weight's product alone)."""
     from batchlab.engine.paths.invariant import rowblock
 
     model = load("llama").model
@@ -556,10 +553,7 @@ def test_grouped_row_gemms_keep_every_bit_in_one_call_per_group(monkeypatch, gro
         grouped.append(len(weights))
         return mx.concatenate([x @ w.T for w in weights], axis=-1)
 
-    if grouping is None:
-        monkeypatch.delenv(rowblock.ROW_GROUPS_ENV, raising=False)
-    else:
-        monkeypatch.setenv(rowblock.ROW_GROUPS_ENV, grouping)
+    monkeypatch.setenv(rowblock.ROW_GROUPS_ENV, "1")
     monkeypatch.setattr(rowblock, "row_kernel_available", lambda: True)
     monkeypatch.setattr(rowblock, "_decode_product", one)
     monkeypatch.setattr(rowblock, "_group_product", group)
@@ -568,28 +562,10 @@ def test_grouped_row_gemms_keep_every_bit_in_one_call_per_group(monkeypatch, gro
     steps = 5  # the joiners' first step and 4 decode steps
     assert sorted(grouped) == sorted([3, 2] * layers * steps)
     assert len(single) == (2 * layers + 1) * steps  # o, down and the tied head alone
-
-
-def test_groups_share_a_call_up_to_16_rows_unless_told(monkeypatch):
-    """By default a group's members share one call up to ``GROUPED_UP_TO`` rows (the
-    split kernel's range, where the step is the host's), and take one each above; =1
-    groups at every M, =0 never, anything else is refused with what to give."""
-    from batchlab.engine.paths.invariant import rowblock
-
-    monkeypatch.delenv(rowblock.ROW_GROUPS_ENV, raising=False)
-    assert rowblock.grouped_up_to() == rowblock.GROUPED_UP_TO == 16
-    small = rowblock._RowGroup([], rowblock.grouped_up_to())
-    assert small.takes(mx.zeros((16, 1, 8))) and small.takes(mx.zeros((4, 4, 8)))
-    assert not small.takes(mx.zeros((17, 1, 8))) and not small.takes(mx.zeros((2, 9, 8)))
-    monkeypatch.setenv(rowblock.ROW_GROUPS_ENV, "1")
-    assert rowblock.grouped_up_to() is None
-    assert rowblock._RowGroup([], None).takes(mx.zeros((256, 1, 8)))
-    monkeypatch.setenv(rowblock.ROW_GROUPS_ENV, "0")
-    assert rowblock.grouped_up_to() == 0
-    for bad in ("yes", "16", " 1"):
+    for bad in ("yes", "2", " 1"):
         monkeypatch.setenv(rowblock.ROW_GROUPS_ENV, bad)
-        with pytest.raises(ValueError, match="leave it unset"):
-            rowblock.grouped_up_to()
+        with pytest.raises(ValueError, match="give 1"):
+            rowblock.grouped_products()
 
 
 def test_a_row_with_logits_processors_decodes_by_the_row_kernel_too(monkeypatch):

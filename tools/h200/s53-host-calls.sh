@@ -9,8 +9,12 @@
 #      at the default and with the tiled kernel (BATCHLAB_ROW_GEMM_CLASS_WARPS=0);
 #   2. llama-3.2-1b B=1: l1, invariant and fast, this code and 775c539's, interleaved
 #      sessions; then bench profile (forward build, submit, device wait) of both;
-#   3. llama-3.1-8b B 64 and 256, l1 and invariant, this code;
-#   4. the invariant CUDA gate, every cell less the real model.
+#   3. the table, llama-3.1-8b: B 1, 64 and 256, l1, fast and invariant (with
+#      BatchGenerator and generate_step, which every bench run times);
+#   4. the invariant CUDA gate, every cell less the real model;
+#   5. the table, llama-3.2-1b: B 1, 64 and 256; then bench profile of fast and l1 at B=1.
+# Parts 3-5 ran on the code after part 2's verdict: grouping back to opt-in (no gain at
+# B = 1), the unreshaped input and the compacted text kept.
 # Run as: bash tools/h200/s53-host-calls.sh N (after staging; bench-lib's environment)
 set -u
 R=$OUT/h$1 TAG=h$1
@@ -33,10 +37,14 @@ case "$1" in
        --paths l1,invariant --out $R/profile-$v > $R/profile-$v.log 2>&1
      echo "== profile $v: exit $?"; cat $R/profile-$v/profile/*.md 2>/dev/null | head -30
    done; pack ;;
-3) bench 8b-new - llama-3.1-8b 64,256 l1,invariant 2 400 ;;
+3) bench 8b - llama-3.1-8b 1,64,256 l1,fast,invariant 2 560 ;;
 4) sed '/^# the real model/,$d' matrices/invariant-cuda.toml > /tmp/inv-cuda.toml
    timeout 200 python3 -m batchlab matrix run --matrix /tmp/inv-cuda.toml --live --jobs 16 \
      --report $R/gate > $R/gate.log 2>&1
    echo "== gate: exit $?"; grep -E "^(FAIL|ERROR)|cells passed|wall time" $R/gate.log
    rm -f $R/gate/heatmap.png; pack ;;
+5) bench 1b - llama-3.2-1b 1,64,256 l1,fast,invariant 3 400
+   timeout 150 python3 -m batchlab bench profile --model llama-3.2-1b --batch 1 \
+     --paths l1,fast --out $R/profile > $R/profile.log 2>&1
+   echo "== profile: exit $?"; grep "^| 1 " $R/profile/profile/*.md; pack ;;
 esac

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import math
 import os
 import threading
 
@@ -115,41 +114,33 @@ def _group_product(weights: list[mx.array], x: mx.array) -> mx.array:  # not gat
     return row_gemm.row_gemm_group(x, weights)
 
 
-# A layer's q/k/v (and gate/up) take one row GEMM call for their shared input instead of
-# one each, where the product has at most GROUPED_UP_TO rows (the split kernel's range).
-# Every element keeps its bits (its arithmetic reads its own row and column only); what
-# it saves is host time: at B = 1 each ``mx.fast.cuda_kernel`` call costs the forward's
-# build ~9 us (MLX rebuilds the kernel's source per call), 113 calls a step on
-# llama-3.2-1b against 65 grouped (reports/bench/cuda-sm90/issue28-row-gemm/). At 256
-# rows the grouped product's slices cost more than the calls they save (1.22x l1 against
-# 1.06x, docs/invariant.md). BATCHLAB_ROW_GEMM_GROUPS=0: never; =1: at every M.
+# BATCHLAB_ROW_GEMM_GROUPS=1 (opt-in: no gain at B = 1 in two rounds on the H200,
+# docs/invariant.md, and a loss at 256 rows, where the slices are copied): a layer's q/k/v (and
+# gate/up) take one row GEMM call for their shared input instead of one each. Every
+# element keeps its bits (its arithmetic reads its own row and column only); what it
+# saves is host time: at B = 1 each ``mx.fast.cuda_kernel`` call costs the invariant
+# path's forward build ~9 us (MLX rebuilds the kernel's source per call), 113 calls a
+# step on llama-3.2-1b against 65 grouped (reports/bench/cuda-sm90/issue28-row-gemm/).
 ROW_GROUPS_ENV = "BATCHLAB_ROW_GEMM_GROUPS"
 GROUPS = (("q_proj", "k_proj", "v_proj"), ("gate_proj", "up_proj"))
-GROUPED_UP_TO = 16
 
 
-def grouped_up_to() -> int | None:
-    """Up to how many rows a group's members share one call (``ROW_GROUPS_ENV``): 0 for
-    never, None for every M."""
-    value = os.environ.get(ROW_GROUPS_ENV, "")
-    if value not in ("", "0", "1"):
-        raise ValueError(f"{ROW_GROUPS_ENV}={value!r}: give 0 (one call a projection), 1 (one "
-                         f"call a group at every M), or leave it unset (up to "
-                         f"{GROUPED_UP_TO} rows)")
-    return {"": GROUPED_UP_TO, "0": 0, "1": None}[value]
+def grouped_products() -> bool:
+    """``ROW_GROUPS_ENV``: 1 groups, unset or 0 does not; anything else is refused."""
+    value = os.environ.get(ROW_GROUPS_ENV, "0")
+    if value not in ("0", "1"):
+        raise ValueError(f"{ROW_GROUPS_ENV}={value!r}: give 1 (q/k/v and gate/up one row "
+                         f"GEMM call each) or 0 (one call a projection, the default)")
+    return value == "1"
 
 
 class _RowGroup:
     """The members of one group: their weights' product for the last input, computed
     once (mlx-lm's modules call ``q_proj(x), k_proj(x), v_proj(x)`` on the same array)."""
 
-    def __init__(self, members: list, up_to_rows: int | None):  # not gated: gpu only
+    def __init__(self, members: list):  # not gated: gpu only
         self.members = members  # their weights read at each call, as the single product's
-        self.up_to_rows = up_to_rows  # None: at every M
         self._last: tuple[mx.array, mx.array] | None = None
-
-    def takes(self, x: mx.array) -> bool:  # not gated: gpu only
-        return self.up_to_rows is None or math.prod(x.shape[:-1]) <= self.up_to_rows
 
     def product(self, x: mx.array) -> mx.array:  # not gated: gpu only
         last = self._last
@@ -162,7 +153,7 @@ class _RowGroup:
         self._last = None
 
 
-def _group_projections(module: nn.Module, up_to_rows: int | None) -> None:  # not gated: gpu only
+def _group_projections(module: nn.Module) -> None:  # not gated: gpu only
     """Give the row-decoded projections of each of ``GROUPS`` found whole among
     ``module``'s children (one K and dtype) a shared ``_RowGroup`` and their columns."""
     for names in GROUPS:
@@ -171,7 +162,7 @@ def _group_projections(module: nn.Module, up_to_rows: int | None) -> None:  # no
                 or not all(isinstance(m, BlockedLinear) and m.decodes_by_rows for m in members)
                 or len({(m.inner.weight.shape[1], m.inner.weight.dtype) for m in members}) > 1):
             continue
-        group, start = _RowGroup(members, up_to_rows), 0
+        group, start = _RowGroup(members), 0
         for member in members:
             stop = start + member.inner.weight.shape[0]
             object.__setattr__(member, "_group", (group, start, stop))  # not a child module
@@ -206,11 +197,11 @@ class BlockedLinear(_Blocked):
 
     def __call__(self, x: mx.array) -> mx.array:
         if self._by_rows(x):  # not gated: gpu only
-            if self._group is not None and self._group[0].takes(x):
+            if self._group is None:
+                y = _decode_product(self.inner.weight, x)
+            else:
                 group, start, stop = self._group
                 y = group.product(x)[..., start:stop]
-            else:
-                y = _decode_product(self.inner.weight, x)
             return y + self.inner.bias if "bias" in self.inner else y
         return blocked_rows(self.inner, x, self.rows)
 
@@ -249,9 +240,8 @@ def _blocked(value, rows: int, swap: bool):
         clone = copy.copy(value)  # a shallow copy: the same arrays, its own children
         for key, child in value.items():
             clone[key] = _blocked(child, rows, swap)
-        up_to = grouped_up_to()
-        if up_to != 0 and row_kernel_available():  # not gated: gpu only
-            _group_projections(clone, up_to)
+        if grouped_products():  # not gated: gpu only (opt-in)
+            _group_projections(clone)
         return clone
     if isinstance(value, list):
         return [_blocked(v, rows, swap) for v in value]
