@@ -411,8 +411,8 @@ def test_the_row_gemm_takes_2d_16_bit_weights_whose_k_is_whole_8_value_loads():
     assert not supports(mx.zeros((24, 16), mx.bfloat16), x_dtype=mx.float32)
     assert K_WARPS == 4  # the summation order both kernels share
     assert [_tiling(m) for m in (1, 8, 9, 16, 17, 64)] == [
-        SplitShape(cw=1, nf=1, mt=1, u=4, xb=False), SplitShape(cw=1, nf=1, mt=1, u=4, xb=False),
-        SplitShape(cw=1, nf=1, mt=1, u=4, xb=True), SplitShape(cw=1, nf=1, mt=1, u=4, xb=True),
+        SplitShape(cw=1, nf=1, mt=1, u=8, xb=False), SplitShape(cw=1, nf=1, mt=1, u=8, xb=False),
+        SplitShape(cw=1, nf=1, mt=1, u=8, xb=True), SplitShape(cw=1, nf=1, mt=1, u=8, xb=True),
         SplitShape(cw=2, nf=2, mt=4, u=2, xb=True), SplitShape(cw=2, nf=2, mt=4, u=2, xb=True)]
     assert TILED_FROM == 65
 

@@ -15,6 +15,10 @@
 #   5. the table, llama-3.2-1b: B 1, 64 and 256; then bench profile of fast and l1 at B=1.
 # Parts 3-5 ran on the code after part 2's verdict: grouping back to opt-in (no gain at
 # B = 1), the unreshaped input and the compacted text kept.
+#   6. the split kernel's 8 steps in flight at 1-16 rows (part 1's sweep put them first on
+#      both models) against 4 (6cc6fae under ab-old/: git archive 6cc6fae batchlab | tar
+#      -x -C ab-old), invariant and l1 at B=1, llama-3.2-1b then llama-3.1-8b, each pair
+#      in one session; then the probe at the new defaults.
 # Run as: bash tools/h200/s53-host-calls.sh N (after staging; bench-lib's environment)
 set -u
 R=$OUT/h$1 TAG=h$1
@@ -47,4 +51,11 @@ case "$1" in
    timeout 150 python3 -m batchlab bench profile --model llama-3.2-1b --batch 1 \
      --paths l1,fast --out $R/profile > $R/profile.log 2>&1
    echo "== profile: exit $?"; grep "^| 1 " $R/profile/profile/*.md; pack ;;
+6) bench 1b1-u8 - llama-3.2-1b 1 l1,invariant 3 200
+   bench 1b1-u4 "$OLD" llama-3.2-1b 1 l1,invariant 3 200
+   bench 8b1-u8 - llama-3.1-8b 1 l1,invariant 2 200
+   bench 8b1-u4 "$OLD" llama-3.1-8b 1 l1,invariant 2 200
+   timeout 100 python3 tools/h200/row_gemm_probe.py > $R/probe.log 2>&1
+   echo "== probe: exit $?"; grep -E "ROW GEMM|False|TOO FAR|differ" $R/probe.log | head
+   pack ;;
 esac

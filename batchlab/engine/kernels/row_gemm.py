@@ -628,11 +628,13 @@ def supports(weight: mx.array, x_dtype: mx.Dtype | None = None) -> bool:
 
 
 # The split kernel's shapes (made once: ``_tiling`` runs ~113 times a B = 1 step):
-# 8 columns a block, N / 8 blocks of 4 warps, rows 8-15 only from 9 rows; 32 columns and
-# 64 rows; 64 columns and 64 rows (8 warps, whose registers, ~130 a thread, a block of 8
-# warps can hold at any register count the compiler picks: <= 255 x 256 threads).
-SPLIT_8 = SplitShape(cw=1, nf=1, mt=1, u=4, xb=False)
-SPLIT_16 = SplitShape(cw=1, nf=1, mt=1, u=4, xb=True)
+# 8 columns a block, N / 8 blocks of 4 warps, 8 K steps' loads in flight a warp, rows
+# 8-15 only from 9 rows (4 steps in flight before the twenty-first round's sweep, which
+# put 8 first at 1, 8 and 16 rows on both models: reports/bench/cuda-sm90/issue28-host-calls/);
+# 32 columns and 64 rows; 64 columns and 64 rows (8 warps, whose registers, ~130 a
+# thread, a block of 8 warps can hold at any register count the compiler picks).
+SPLIT_8 = SplitShape(cw=1, nf=1, mt=1, u=8, xb=False)
+SPLIT_16 = SplitShape(cw=1, nf=1, mt=1, u=8, xb=True)
 SPLIT_64 = SplitShape(cw=2, nf=2, mt=4, u=2, xb=True)
 SPLIT_WIDE = SplitShape(cw=2, nf=4, mt=4, u=1, xb=True)
 
@@ -655,7 +657,7 @@ TILED = TiledShape(wm=4, wn=2, mt=2, nf=4, stages=4, min_blocks=2)
 # Launch shapes the H200 sweep times against the defaults (tools/h200/row_gemm_sweep.py;
 # tools/cuda/nvrtc_check.py compiles each): every one computes the same bits.
 CANDIDATE_SPLIT = (
-    SplitShape(cw=1, nf=1, mt=1, u=4, xb=True), SplitShape(cw=1, nf=1, mt=1, u=8, xb=False),
+    SplitShape(cw=1, nf=1, mt=1, u=4, xb=True), SplitShape(cw=1, nf=1, mt=1, u=4, xb=False),
     SplitShape(cw=1, nf=1, mt=1, u=8, xb=True), SplitShape(cw=1, nf=1, mt=1, u=16, xb=False),
     SplitShape(cw=2, nf=1, mt=1, u=8, xb=False), SplitShape(cw=2, nf=2, mt=2, u=4, xb=True))
 # The class-warp kernel's shapes (every one the same bits as the split kernel): warp tiles
