@@ -475,6 +475,11 @@ def test_above_16_rows_the_class_warp_kernel_runs_unless_told_otherwise(monkeypa
     deep = rg.TiledShape(wm=2, wn=2, mt=4, nf=8, stages=2, class_warps=True)
     assert deep.threads == 512 and deep.shared_bytes == 3 * 4 * 128 * 32 * 4  # the partials
     assert rg.TILED.threads == 256 and rg.TILED.shared_bytes == 4 * 192 * 64
+    # the tiled kernel's SS steps a stage: SS tiles a stage, and SS a template value
+    wide = rg.TiledShape(wm=2, wn=4, mt=4, nf=4, stages=3, ss=2)
+    assert wide.tile == (128, 128) and wide.shared_bytes == 3 * 2 * 256 * 64
+    assert ("SS", 2) in rg._shape_template(wide) and rg.TILED.ss == 1
+    assert wide in rg.CANDIDATE_TILED
     assert all(s.class_warps and s.ks == 1 for s in rg.CANDIDATE_CLASS_WARPS)
     assert set(rg.CANDIDATE_CLASS_WARPS) <= set(rg.CANDIDATE_TILED)
 

@@ -99,7 +99,7 @@ def main() -> int:
                 rg._SOURCE, rg._HEADER, ["x", "w"], ["out"], tpl))
         for tiled in shapes:
             tpl = {"T": ctype, "BF16": bf16, "WM": tiled.wm, "WN": tiled.wn, "MT": tiled.mt,
-                   "NF": tiled.nf, "ST": tiled.stages, "KS": tiled.ks}
+                   "NF": tiled.nf, "ST": tiled.stages, "KS": tiled.ks, "SS": tiled.ss}
             header = rg._HEADER + rg._launch_bounds(tiled.threads, tiled.min_blocks)
             out_type = {"out": "float"} if tiled.ks > 1 else {}
             source = rg._CLASS_WARPS_SOURCE if tiled.class_warps else rg._TILED_SOURCE
@@ -111,7 +111,8 @@ def main() -> int:
         for three in ("true", "false"):  # the grouped kernels (q/k/v, gate/up)
             split = {"CW": 2, "NF": 2, "MT": 4, "U": 2, "XB": "true"}
             t = rg.TILED
-            tiled = {"WM": t.wm, "WN": t.wn, "MT": t.mt, "NF": t.nf, "ST": t.stages, "KS": 1}
+            tiled = {"WM": t.wm, "WN": t.wn, "MT": t.mt, "NF": t.nf, "ST": t.stages, "KS": 1,
+                     "SS": t.ss}
             c = rg.CANDIDATE_CLASS_WARPS[0]
             class_warps = {"WM": c.wm, "WN": c.wn, "MT": c.mt, "NF": c.nf, "ST": c.stages,
                            "KS": 1}

@@ -256,13 +256,15 @@ _ROW_LOADS = """
 # kernel above's: which of the two runs is a matter of speed alone. With KS = 4 the
 # classes are split over blockIdx.z: each block writes its class's float32 sum p_c and
 # ``_COMBINE_SOURCE`` adds them in the same order (4x the blocks where N / BN is small).
-# Tiles come in through cp.async, ST steps deep (zeros past the matrix); rows are 64
-# bytes, so a lane group's 16-byte reads of two rows cover the 32 banks once.
+# Tiles come in through cp.async, ST stages deep of SS steps each (one barrier a stage;
+# zeros past the matrix); rows are 64 bytes, so a lane group's 16-byte reads of two rows
+# cover the 32 banks once.
 _TILED_SOURCE = """
     constexpr int BM = 16 * MT * WM;
     constexpr int BN = 8 * NF * WN;
     constexpr int THREADS = 32 * WM * WN;
-    static_assert(ST >= 2 && (KS == 1 || KS == RG_KW), "stages, and whole classes a block");
+    static_assert(ST >= 2 && SS >= 1 && (KS == 1 || KS == RG_KW),
+                  "stages, steps a stage, and whole classes a block");
 """ + _DIMS + """
     const int wm = warp % WM;         // the warp's rows of the block's BM
     const int wn = warp / WM;         // its columns of the block's BN
@@ -273,27 +275,31 @@ _TILED_SOURCE = """
     const int steps = (K + 31) / 32;
     const bool aligned = ((reinterpret_cast<size_t>(x) | reinterpret_cast<size_t>(w)) & 15) == 0;
     extern __shared__ __align__(16) unsigned short rg_tiles[];
-    unsigned short (*xs)[BM][32] = reinterpret_cast<unsigned short (*)[BM][32]>(rg_tiles);
-    unsigned short (*ws)[BN][32] =
-        reinterpret_cast<unsigned short (*)[BN][32]>(rg_tiles + ST * BM * 32);
+    unsigned short (*xs)[SS][BM][32] =
+        reinterpret_cast<unsigned short (*)[SS][BM][32]>(rg_tiles);
+    unsigned short (*ws)[SS][BN][32] =
+        reinterpret_cast<unsigned short (*)[SS][BN][32]>(rg_tiles + ST * SS * BM * 32);
 
     // this block's steps: every class in the class order (KS = 1), or class blockIdx.z
     const int only = KS == 1 ? -1 : (int)blockIdx.z;
     const int n_steps = KS == 1 ? steps : (steps - only + RG_KW - 1) / RG_KW;
-    // the q-th step of the class order: class c holds s = c, c + 4, ...
+    const int n_stages = (n_steps + SS - 1) / SS;
+    // where classes 1, 2, 3 begin in the class order (class c holds s = c, c + 4, ...)
+    const int b1 = (steps + RG_KW - 1) / RG_KW;
+    const int b2 = b1 + (steps + RG_KW - 2) / RG_KW;
+    const int b3 = b2 + (steps + RG_KW - 3) / RG_KW;
+    // the q-th step of the class order (past the last: steps, which loads zeros)
     auto step_of = [&](int q) {
+        if (q >= n_steps) return steps;
         if (KS != 1) return only + RG_KW * q;
-        int c = 0;
-        for (; c < RG_KW - 1; ++c) {
-            const int n_c = (steps - c + RG_KW - 1) / RG_KW;
-            if (q < n_c) break;
-            q -= n_c;
-        }
-        return c + RG_KW * q;
+        const int c = (q >= b1) + (q >= b2) + (q >= b3);
+        const int start = c == 0 ? 0 : (c == 1 ? b1 : (c == 2 ? b2 : b3));
+        return c + RG_KW * (q - start);
     };
 """ + _ROW_LOADS + """
-    auto load_tile = [&](int buf, int s) {  // step s into the stage's tiles
-        load_step(xs[buf], ws[buf], s);
+    auto load_tile = [&](int buf, int stage) {  // the stage's SS steps into its tiles
+        #pragma unroll
+        for (int j = 0; j < SS; ++j) load_step(xs[buf][j], ws[buf][j], step_of(stage * SS + j));
         asm volatile("cp.async.commit_group;\\n" ::);
     };
 
@@ -306,48 +312,53 @@ _TILED_SOURCE = """
             #pragma unroll
             for (int i = 0; i < 4; ++i) { acc[mt][nf][i] = 0.0f; sum[mt][nf][i] = 0.0f; }
 
-    // a commit group per step, empty past the last, so that waiting for all but the
-    // ST - 2 newest groups always means step q has landed
+    // a commit group per stage, empty past the last, so that waiting for all but the
+    // ST - 2 newest groups always means stage p has landed
     for (int p = 0; p < ST - 1; ++p) {
-        if (p < n_steps) load_tile(p, step_of(p));
+        if (p < n_stages) load_tile(p, p);
         else asm volatile("cp.async.commit_group;\\n" ::);
     }
     int cls = 0;
-    for (int q = 0; q < n_steps; ++q) {
-        const int s = step_of(q);
+    for (int p = 0; p < n_stages; ++p) {
         asm volatile("cp.async.wait_group %0;\\n" :: "n"(ST - 2));
-        __syncthreads();  // step q visible to all; every warp is done with step q - 1's buffer
-        if (q + ST - 1 < n_steps) load_tile((q + ST - 1) % ST, step_of(q + ST - 1));
+        __syncthreads();  // stage p visible to all; every warp is done with stage p - 1's buffer
+        if (p + ST - 1 < n_stages) load_tile((p + ST - 1) % ST, p + ST - 1);
         else asm volatile("cp.async.commit_group;\\n" ::);
-        const int buf = q % ST;
-        uint4 wf[NF];
+        const int buf = p % ST;
         #pragma unroll
-        for (int nf = 0; nf < NF; ++nf)
-            wf[nf] = *reinterpret_cast<const uint4*>(&ws[buf][wn * (8 * NF) + nf * 8 + g][8 * t]);
-        #pragma unroll
-        for (int mt = 0; mt < MT; ++mt) {
-            const int r = wm * (16 * MT) + mt * 16 + g;
-            const uint4 xa = *reinterpret_cast<const uint4*>(&xs[buf][r][8 * t]);
-            const uint4 xb = *reinterpret_cast<const uint4*>(&xs[buf][r + 8][8 * t]);
+        for (int j = 0; j < SS; ++j) {
+            const int q = p * SS + j;  // the step's place in the class order
+            if (SS > 1 && q >= n_steps) break;
+            uint4 wf[NF];
             #pragma unroll
-            for (int nf = 0; nf < NF; ++nf) {
-                rg_mma<BF16>(acc[mt][nf], xa.x, xb.x, xa.y, xb.y, wf[nf].x, wf[nf].y);
-                rg_mma<BF16>(acc[mt][nf], xa.z, xb.z, xa.w, xb.w, wf[nf].z, wf[nf].w);
-            }
-        }
-        const bool class_ends = q + 1 == n_steps || step_of(q + 1) % RG_KW != s % RG_KW;
-        if (KS == 1 && class_ends) {  // p_c done: the running sum takes it, a fresh one follows
+            for (int nf = 0; nf < NF; ++nf)
+                wf[nf] = *reinterpret_cast<const uint4*>(
+                    &ws[buf][j][wn * (8 * NF) + nf * 8 + g][8 * t]);
             #pragma unroll
-            for (int mt = 0; mt < MT; ++mt)
+            for (int mt = 0; mt < MT; ++mt) {
+                const int r = wm * (16 * MT) + mt * 16 + g;
+                const uint4 xa = *reinterpret_cast<const uint4*>(&xs[buf][j][r][8 * t]);
+                const uint4 xb = *reinterpret_cast<const uint4*>(&xs[buf][j][r + 8][8 * t]);
                 #pragma unroll
-                for (int nf = 0; nf < NF; ++nf)
+                for (int nf = 0; nf < NF; ++nf) {
+                    rg_mma<BF16>(acc[mt][nf], xa.x, xb.x, xa.y, xb.y, wf[nf].x, wf[nf].y);
+                    rg_mma<BF16>(acc[mt][nf], xa.z, xb.z, xa.w, xb.w, wf[nf].z, wf[nf].w);
+                }
+            }
+            const bool class_ends = q + 1 == n_steps || q + 1 == b1 || q + 1 == b2 || q + 1 == b3;
+            if (KS == 1 && class_ends) {  // p_c done: the running sum takes it, a fresh one follows
+                #pragma unroll
+                for (int mt = 0; mt < MT; ++mt)
                     #pragma unroll
-                    for (int i = 0; i < 4; ++i) {
-                        sum[mt][nf][i] =
-                            cls == 0 ? acc[mt][nf][i] : sum[mt][nf][i] + acc[mt][nf][i];
-                        acc[mt][nf][i] = 0.0f;
-                    }
-            ++cls;
+                    for (int nf = 0; nf < NF; ++nf)
+                        #pragma unroll
+                        for (int i = 0; i < 4; ++i) {
+                            sum[mt][nf][i] =
+                                cls == 0 ? acc[mt][nf][i] : sum[mt][nf][i] + acc[mt][nf][i];
+                            acc[mt][nf][i] = 0.0f;
+                        }
+                ++cls;
+            }
         }
     }
     if (KS == 1) {
@@ -552,8 +563,9 @@ class TiledShape:
     wn: int
     mt: int
     nf: int
-    stages: int  # K steps in flight through cp.async
+    stages: int  # pipeline stages in flight through cp.async
     ks: int = 1  # 1, or K_WARPS: the classes on separate blocks, then one add kernel
+    ss: int = 1  # the tiled kernel's K steps a stage (one barrier a stage)
     min_blocks: int = 1  # __launch_bounds__'s blocks per SM (caps the registers)
     # the classes on K_WARPS warps each (``_CLASS_WARPS_SOURCE``): wm x wn warps a class,
     # a stage four steps deep; ks stays 1
@@ -570,7 +582,7 @@ class TiledShape:
     @property
     def shared_bytes(self) -> int:  # not gated: gpu only
         if not self.class_warps:  # a 32-value row of 16-bit values a step and stage
-            return self.stages * sum(self.tile) * 64
+            return self.stages * self.ss * sum(self.tile) * 64
         stages = self.stages * K_WARPS * sum(self.tile) * 64
         partials = (K_WARPS - 1) * self.wm * self.wn * self.mt * self.nf * 4 * 32 * 4
         return max(stages, partials)  # the partials reuse the stage buffers
@@ -681,6 +693,10 @@ CANDIDATE_TILED = (
     TiledShape(wm=4, wn=2, mt=2, nf=8, stages=3, ks=4),
     TiledShape(wm=4, wn=4, mt=2, nf=4, stages=4),
     TiledShape(wm=2, wn=4, mt=4, nf=4, stages=3),
+    # 128 x 128 tiles with several K steps a stage (fewer barriers a product): compiled
+    # offline in the twenty-first round (no spills), not yet timed
+    TiledShape(wm=2, wn=4, mt=4, nf=4, stages=3, ss=2),
+    TiledShape(wm=2, wn=4, mt=4, nf=4, stages=2, ss=4),
     *CANDIDATE_CLASS_WARPS)
 
 
@@ -771,7 +787,7 @@ def _shape_template(shape: SplitShape | TiledShape) -> list:  # not gated: gpu o
     ``+`` copies it, so the cached list is never changed)."""
     if isinstance(shape, TiledShape):
         return [("WM", shape.wm), ("WN", shape.wn), ("MT", shape.mt), ("NF", shape.nf),
-                ("ST", shape.stages), ("KS", shape.ks)]
+                ("ST", shape.stages), ("KS", shape.ks), ("SS", shape.ss)]
     return [("CW", shape.cw), ("NF", shape.nf), ("MT", shape.mt), ("U", shape.u),
             ("XB", shape.xb)]
 
