@@ -479,6 +479,7 @@ def test_above_16_rows_the_class_warp_kernel_runs_unless_told_otherwise(monkeypa
     wide = rg.TiledShape(wm=2, wn=4, mt=4, nf=4, stages=3, ss=2)
     assert wide.tile == (128, 128) and wide.shared_bytes == 3 * 2 * 256 * 64
     assert ("SS", 2) in rg._shape_template(wide) and rg.TILED.ss == 1
+    assert "SS" not in dict(rg._shape_template(square))
     assert wide in rg.CANDIDATE_TILED
     assert all(s.class_warps and s.ks == 1 for s in rg.CANDIDATE_CLASS_WARPS)
     assert set(rg.CANDIDATE_CLASS_WARPS) <= set(rg.CANDIDATE_TILED)

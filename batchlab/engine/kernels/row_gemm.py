@@ -786,8 +786,10 @@ def _shape_template(shape: SplitShape | TiledShape) -> list:  # not gated: gpu o
     """The kernel's template values of ``shape``, made once per shape (the caller's
     ``+`` copies it, so the cached list is never changed)."""
     if isinstance(shape, TiledShape):
-        return [("WM", shape.wm), ("WN", shape.wn), ("MT", shape.mt), ("NF", shape.nf),
-                ("ST", shape.stages), ("KS", shape.ks), ("SS", shape.ss)]
+        values = [("WM", shape.wm), ("WN", shape.wn), ("MT", shape.mt), ("NF", shape.nf),
+                  ("ST", shape.stages), ("KS", shape.ks)]
+        # SS is the tiled kernel's alone: the class-warp kernel's text stays the gated one
+        return values if shape.class_warps else values + [("SS", shape.ss)]
     return [("CW", shape.cw), ("NF", shape.nf), ("MT", shape.mt), ("U", shape.u),
             ("XB", shape.xb)]
 
