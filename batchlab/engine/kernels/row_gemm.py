@@ -593,7 +593,7 @@ def _launch_bounds(threads: int, min_blocks: int) -> str:  # not gated: gpu only
             f"__launch_bounds__({threads}, {min_blocks})\n")
 
 
-def compact(source: str) -> str:
+def compact(source: str) -> str:  # not gated: gpu only
     """``source`` without its comments, indentation and blank lines: the same code.
     MLX joins a custom kernel's header and source into a new string on every call and
     hashes it on every launch (``mx.fast.cuda_kernel``), ~113 times a B = 1 step here."""

@@ -128,7 +128,7 @@ GROUPS = (("q_proj", "k_proj", "v_proj"), ("gate_proj", "up_proj"))
 def grouped_products() -> bool:
     """``ROW_GROUPS_ENV``: 1 groups, unset or 0 does not; anything else is refused."""
     value = os.environ.get(ROW_GROUPS_ENV, "0")
-    if value not in ("0", "1"):
+    if value not in ("0", "1"):  # not gated: input
         raise ValueError(f"{ROW_GROUPS_ENV}={value!r}: give 1 (q/k/v and gate/up one row "
                          f"GEMM call each) or 0 (one call a projection, the default)")
     return value == "1"
