@@ -28,8 +28,8 @@ stays judged by KL against the oracle.
 
 The weights do not depend on the step's data: each warp asks L2 for the rows of its next
 round, and before a barrier for its first round after it (``PREFETCH``), so their loads
-may overlap the wait. On the H200 a 1B step took 1.29-1.36 ms with it in four processes,
-1.36-1.37 without it in one; the kernel alone timed the same either way.
+may overlap the wait (its measured effect on the H200, within the noise:
+reports/bench/cuda-sm90/issue28-persistent/).
 
 The grid barrier needs every block resident at once: a block (256 threads, at most 48 KiB
 of shared memory, at most 104 registers a thread as ptxas compiled it:
