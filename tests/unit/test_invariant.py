@@ -442,8 +442,9 @@ def test_the_row_gemm_fills_the_device_unless_told_not_to(monkeypatch):
 
 
 def test_above_16_rows_the_class_warp_kernel_runs_unless_told_otherwise(monkeypatch):
-    """From 17 rows every product takes the class-warp kernel's 64 x 64 tiles (the H200's
-    fastest shape there); ``BATCHLAB_ROW_GEMM_CLASS_WARPS`` picks another candidate ("i",
+    """From 17 rows every product takes the class-warp kernel: 64 x 64 tiles up to 128
+    rows, 64 x 128 from 129 (the H200's fastest shapes there);
+    ``BATCHLAB_ROW_GEMM_CLASS_WARPS`` picks another candidate at every row count ("i",
     or "i,j": the i-th from TILED_FROM rows, the j-th at 17-64) or, "0", the split and
     tiled shapes; anything else is refused with what to give. 16 rows and under keep the
     split kernel. A class-warp block is four warps a spatial warp, and its shared memory
@@ -453,10 +454,17 @@ def test_above_16_rows_the_class_warp_kernel_runs_unless_told_otherwise(monkeypa
     monkeypatch.delenv(rg.FILL_ENV, raising=False)
     monkeypatch.delenv(rg.CLASS_WARPS_ENV, raising=False)
     default = rg.CANDIDATE_CLASS_WARPS[0]
+    wide = rg.CANDIDATE_CLASS_WARPS[7]
     assert default == rg.TiledShape(wm=1, wn=1, mt=4, nf=8, stages=3, min_blocks=2,
                                     class_warps=True)
-    assert rg.CLASS_WARPS_FROM == 17
-    assert rg._shape(17, 512, False) == rg._shape(256, 8448, True) == default
+    assert wide == rg.TiledShape(wm=1, wn=2, mt=4, nf=8, stages=3, class_warps=True)
+    assert wide.tile == (64, 128) and default.tile == (64, 64)
+    assert rg.CLASS_WARPS_FROM == 17 and rg.CLASS_WARPS_WIDE_FROM == 129
+    assert rg._shape(17, 512, False) == rg._shape(128, 8448, True) == default
+    assert rg._shape(129, 512, True) == rg._shape(256, 8448, True) == wide
+    monkeypatch.setenv(rg.CLASS_WARPS_ENV, "1")  # the switch holds at every row count
+    assert rg._shape(256, 8448, True) == rg._shape(17, 512, False) == default
+    monkeypatch.delenv(rg.CLASS_WARPS_ENV)
     assert rg._shape(16, 512, False) == rg._tiling(16)  # 16 rows and under: the split kernel
     assert rg._shape(16, 512, True) == rg.TILED_KSPLIT  # forced tiled: the old shapes
     monkeypatch.setenv(rg.CLASS_WARPS_ENV, "0")

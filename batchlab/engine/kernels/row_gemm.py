@@ -711,14 +711,18 @@ CANDIDATE_TILED = (
 # The decode step with and without them, and their CUDA gate: docs/invariant.md ("The
 # row GEMM").
 FILL_ENV = "BATCHLAB_ROW_GEMM_FILL"
-# Above 16 rows every product runs the class-warp kernel's 64 x 64 tiles by default: on
-# the H200 the fastest shape, or within 10% of it, on every projection of llama-3.2-1b
-# and llama-3.1-8b at 64-256 rows, and a shorter invariant decode step at B 64 and 256
-# (reports/bench/cuda-sm90/issue28-class-warps/). The switch picks another:
-# "i" runs CANDIDATE_CLASS_WARPS[i - 1] above 16 rows, "i,j" the i-th from TILED_FROM rows
-# and the j-th at 17-64; "0" the split and tiled shapes below (the same bits either way).
+# Above 16 rows every product runs the class-warp kernel by default: 64 x 64 tiles up to
+# 128 rows, on the H200 the fastest shape, or within 10% of it, on every projection of
+# llama-3.2-1b and llama-3.1-8b at 64-256 rows, and a shorter invariant decode step at
+# B 64 and 256 (reports/bench/cuda-sm90/issue28-class-warps/); 64 x 128 tiles
+# (CANDIDATE_CLASS_WARPS[7]) from CLASS_WARPS_WIDE_FROM rows, the sweep's fastest shape at
+# 256 rows on both models twice (reports/bench/cuda-sm90/issue28-wide/). The switch picks
+# another at every row count above 16: "i" runs CANDIDATE_CLASS_WARPS[i - 1], "i,j" the
+# i-th from TILED_FROM rows and the j-th at 17-64; "0" the split and tiled shapes below
+# (the same bits whichever shape).
 CLASS_WARPS_ENV = "BATCHLAB_ROW_GEMM_CLASS_WARPS"
 CLASS_WARPS_FROM = 17
+CLASS_WARPS_WIDE_FROM = 129
 FILL_BELOW_BLOCKS = 2 * 132
 TILED_KSPLIT = replace(TILED, ks=K_WARPS)
 SPLIT_FILL = SplitShape(cw=2, nf=2, mt=2, u=4, xb=True)
@@ -744,7 +748,10 @@ def class_warps_choice(value: str) -> tuple[int, ...]:  # not gated: gpu only
 def _shape(m: int, n: int, tiled: bool) -> SplitShape | TiledShape:  # not gated: gpu only
     """The launch shape for an (m, n) output: who computes what, never how."""
     if m >= CLASS_WARPS_FROM:  # the environment read only here (never at B = 1)
-        chosen = class_warps_choice(os.environ.get(CLASS_WARPS_ENV, "1"))
+        value = os.environ.get(CLASS_WARPS_ENV)
+        if value is None:
+            return CANDIDATE_CLASS_WARPS[7 if m >= CLASS_WARPS_WIDE_FROM else 0]
+        chosen = class_warps_choice(value)
         if chosen:
             return CANDIDATE_CLASS_WARPS[chosen[0 if tiled else -1] - 1]
     if not tiled:  # the environment read only where it can change the shape (not at B = 1)
