@@ -41,14 +41,16 @@ def compiles():
             if used > rs.SHARED_BYTES:
                 print(f"{dtype:8s} {model:12s}: {used} bytes of shared memory, not compiled")
                 continue
-            # the barrier's kind and the L2 prefetch (row_step's probe switches)
-            for barrier, prefetch in ((0, 1), (0, 0), (1, 1)):
+            # the barrier's kind, the L2 prefetch and the streamed products (row_step's
+            # probe switches)
+            for barrier, prefetch, stream in ((0, 1, 0), (0, 0, 0), (1, 1, 0), (0, 1, 4), (0, 1, 2)):
                 consts = [("K", hidden), ("D", dim), ("NQ", n_q), ("NKV", n_kv),
                           ("INTER", inter), ("L", layers),
                           ("NP", len(rs.layer_input_names(norms))), ("QKN", int(norms)),
                           ("MAXS", rs.MAX_SPLITS), ("LD", rs.LOADS), ("SKIP", 0),
-                          ("BAR", barrier), ("PF", prefetch)]
-                yield (f"row_step {dtype:8s} {model:12s} bar{barrier} pf{prefetch} smem {used}",
+                          ("BAR", barrier), ("PF", prefetch), ("STREAM", stream)]
+                yield (f"row_step {dtype:8s} {model:12s} bar{barrier} pf{prefetch} "
+                       f"stream{stream} smem {used}",
                        wrap(rs.source(layers, norms), ctype, consts,
                             rs.input_names(layers, norms)))
 

@@ -15,10 +15,14 @@ Per model and script: the share of equal top-1 tokens and the KL while the token
 the steps the kernel took (``PERSISTENT STEPS``, never 0), and the kernel's run twice
 (``PERSISTENT REPEAT yes`` when every run gave the same bytes).
 
+Part ``stream``: the kernel with its products through ``stream_pairs``
+(``BATCHLAB_ROW_STEP_STREAM`` 4 and 2) against ``two_dots`` (0): the same bytes on both
+scripts (``STREAM SAME yes``), then part ``time`` at each setting.
+
 Part ``time``: us a call of the kernel alone (eval'd one at a time) on llama-3.2-1b and
 qwen3-0.6b (every layer), with the weight bytes a call reads and the rate.
 
-    PYTHONPATH=/tmp/site:$PWD python3 tools/h200/row_step_probe.py [fast|time|all]
+    PYTHONPATH=/tmp/site:$PWD python3 tools/h200/row_step_probe.py [fast|time|stream|all]
 """
 
 from __future__ import annotations
@@ -96,6 +100,34 @@ def fast_part() -> bool:
     return ok_all
 
 
+def stream_part() -> bool:
+    from batchlab.bench.shapes import load_model
+    from batchlab.engine.kernels import row_step
+
+    os.environ[ENV] = "1"
+    same = True
+    for name in ("llama-3.2-1b@L3", "qwen3-0.6b@L3", "llama-3.2-1b"):
+        loaded = load_model(name)
+        for script in ("alone", "left"):
+            runs = {}
+            for stream in ("0", "4", "2"):
+                os.environ[row_step.STREAM_ENV] = stream
+                runs[stream], taken = run(loaded.model, loaded.vocab_size, script)
+                same &= taken > 0
+            equal = [runs[v] == runs["0"] for v in ("4", "2")]
+            same &= all(equal)
+            print(f"stream {name} {script}: {len(runs['0'])} emissions; 4 and 2 the bytes of 0: "
+                  f"{equal}", flush=True)
+    print(f"STREAM SAME {'yes' if same else 'no'}", flush=True)
+    for stream in ("0", "4", "2", "0"):
+        os.environ[row_step.STREAM_ENV] = stream
+        print(f"time, {row_step.STREAM_ENV}={stream}:", flush=True)
+        time_part()
+    os.environ.pop(row_step.STREAM_ENV)
+    os.environ[ENV] = "0"
+    return same
+
+
 def time_part() -> bool:
     from batchlab.bench.shapes import load_model
     from batchlab.engine.caches.kv import BatchKV
@@ -132,7 +164,7 @@ def time_part() -> bool:
 if __name__ == "__main__":
     what = sys.argv[1] if len(sys.argv) > 1 else "all"
     ok = True
-    for part, fn in (("fast", fast_part), ("time", time_part)):
-        if what in (part, "all"):
+    for part, fn in (("fast", fast_part), ("time", time_part), ("stream", stream_part)):
+        if what in (part, "all") and not (part == "stream" and what == "all"):
             ok &= fn()
     sys.exit(0 if ok else 1)

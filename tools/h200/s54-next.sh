@@ -1,17 +1,28 @@
-# Issue 28 item 1, for the next round's first machine (prepared in the twenty-first, not
-# yet run): the tiled kernel takes SS K steps a pipeline stage (one barrier a stage
-# instead of one a step; the class order and every element's arithmetic unchanged), and
-# two 128 x 128 candidates use it (CANDIDATE_TILED, ss = 2 and 4). At 8B 256 rows the
-# 64 x 64 class-warp kernel moves ~940 MB through L2 for a 117 MB gate weight; a 128 x 128
-# tile halves that, and the tiled kernel's two sets of accumulators fit it. Compiled
-# offline only (tools/cuda/nvrtc_check.py: no spills, 214-216 registers).
+# Issue 28, twenty-second round (reports/bench/cuda-sm90/issue28-wide/).
 #   1. the sweep (SWEEP SAME: every candidate against the tiled default's bits at 128 and
-#      256 rows, the class-warp shapes among them, so a broken class order shows as
-#      DIFFERS), then the probe with the tiled kernel (BATCHLAB_ROW_GEMM_CLASS_WARPS=0).
-# Run as: bash tools/h200/s54-next.sh 1 (after staging; bench-lib's environment)
+#      256 rows, the class-warp shapes among them), then the probe with the tiled kernel
+#      (BATCHLAB_ROW_GEMM_CLASS_WARPS=0): the SS tiled shapes prepared last round. Ran
+#      at bdd22bb.
+#   2. item 2: fast's one-kernel step with its products through stream_pairs
+#      (BATCHLAB_ROW_STEP_STREAM): the streaming rate of each product alone
+#      (stream_probe.py), the same bytes as two_dots (row_step_probe.py stream), then
+#      fast / generate_step at 1B B=1 with it and without, interleaved.
+#   3. item 1: the 64 x 128 class-warp tiles from 129 rows (the new default): the
+#      invariant CUDA gate, then 8B B=256 invariant / l1 at the default and with the old
+#      default (BATCHLAB_ROW_GEMM_CLASS_WARPS=1).
+#   4. the fast B=1 gate with STREAM=$2 (cuda.toml, --live --repeat), then the table's
+#      1B row with it.
+# Run as: bash tools/h200/s54-next.sh N [stream] (after staging; bench-lib's environment)
 set -u
 R=$OUT/n$1 TAG=n$1
 source tools/h200/bench-lib.sh
+gate() {  # tag, env (k=v,k=v or -), matrix, filter
+  env_args=$(echo $2 | tr ',' ' '); [ "$2" = - ] && env_args=
+  env $env_args timeout 280 python3 -m batchlab matrix run --matrix $3 --live --repeat \
+    --filter "$4" --jobs 8 --report $R/$1 > $R/$1.log 2>&1
+  echo "== gate $1 ($2): exit $?"; grep -E "cells passed|FAIL|not repeatable" $R/$1.log | head -12
+  rm -f $R/$1/heatmap.png; pack
+}
 case "$1" in
 1) timeout 200 python3 tools/h200/row_gemm_sweep.py > $R/sweep.log 2>&1
    echo "== sweep: exit $?"; grep -E "SWEEP|DIFFERS" $R/sweep.log; grep -A13 "^one decode" $R/sweep.log
@@ -19,4 +30,23 @@ case "$1" in
      > $R/probe-tiled.log 2>&1
    echo "== probe tiled: exit $?"; grep -E "ROW GEMM|False|TOO FAR|differ" $R/probe-tiled.log | head
    pack ;;
+2) timeout 100 python3 tools/h200/stream_probe.py > $R/stream.log 2>&1
+   echo "== stream probe: exit $?"; cat $R/stream.log; pack
+   timeout 240 python3 tools/h200/row_step_probe.py stream > $R/probe-stream.log 2>&1
+   echo "== row_step_probe stream: exit $?"; cat $R/probe-stream.log; pack
+   for i in 1 2; do
+     bench 1b-s0-$i BATCHLAB_ROW_STEP_STREAM=0 llama-3.2-1b 1 fast,generate_step 3 100
+     bench 1b-s4-$i BATCHLAB_ROW_STEP_STREAM=4 llama-3.2-1b 1 fast,generate_step 3 100
+   done ;;
+3) sed '/^# the real model/,$d' matrices/invariant-cuda.toml > /tmp/inv-cuda.toml
+   timeout 280 python3 -m batchlab matrix run --matrix /tmp/inv-cuda.toml --live --jobs 16 \
+     --report $R/gate-inv > $R/gate-inv.log 2>&1
+   echo "== invariant CUDA gate: exit $?"; grep -E "cells passed|FAIL" $R/gate-inv.log | head
+   echo "solo lines: $(grep -rl 'every row bit-identical to its solo run' $R/gate-inv | wc -l)"
+   rm -f $R/gate-inv/heatmap.png; pack
+   bench 8b-wide - llama-3.1-8b 256 l1,invariant 3 150
+   bench 8b-cw1 BATCHLAB_ROW_GEMM_CLASS_WARPS=1 llama-3.1-8b 256 l1,invariant 3 150 ;;
+4) gate gate-b1-s$2 BATCHLAB_ROW_STEP_STREAM=$2 matrices/cuda.toml 'fast/*/B1/*'
+   bench 1b-table BATCHLAB_ROW_STEP_STREAM=$2 llama-3.2-1b 1,64,256 \
+     fast,l1,invariant,batch_generator,generate_step 2 280 ;;
 esac

@@ -63,6 +63,11 @@ BARRIER_ENV = "BATCHLAB_ROW_STEP_BARRIER"  # a probe's: 0 fences + atomic, 1 rel
 BARRIER_KIND = 0
 PREFETCH_ENV = "BATCHLAB_ROW_STEP_PREFETCH"  # a probe's: 0 no L2 prefetch of the weights
 PREFETCH = 1
+# The products through stream_pairs, this many 16-byte chunks a row a batch (loads in
+# flight across a warp's units), or, 0, two_dots (the same bits); a probe's switch until
+# the H200 has timed it. 8 spills at bf16 (tools/h200/row_step_compile_check.py).
+STREAM_ENV = "BATCHLAB_ROW_STEP_STREAM"
+STREAM = 0
 BARRIER_WORDS = 16384  # the barrier's buffer: 64 KiB, a device allocation (one word used)
 
 # per layer, in order; qwen3 adds its head norms before the cache
@@ -97,6 +102,84 @@ __device__ __forceinline__ void prefetch_l2(const void* p, long long bytes) {
     for (long long off = (threadIdx.x & 31) * 128; off < bytes; off += 32 * 128) {
         asm volatile("prefetch.global.L2 [%0];" : : "l"(c + off));
     }
+}
+
+// The warp's units (pairs of weight rows of K values, ``rows(u, r0, r1)``) from ``first``
+// in steps of ``step``, each pair's two dot products with x (shared memory) handed to
+// ``emit(u, d0, d1)`` (every lane). The next batch's loads (LD 16-byte chunks a row, of
+// this unit or the warp's next) are issued before the current batch's arithmetic, so a
+// warp's loads stay in flight through its arithmetic and from one unit to the next:
+// written as two_dots, ptxas interleaves each load with its FMAs (2-3 loads in flight a
+// warp). Each sum runs over its chunks in ascending order, as two_dots<T, K, 1, LD>
+// sums it: the same bits.
+template <typename T, int K, int LD, typename Rows, typename Emit>
+__device__ __forceinline__ void stream_pairs(int first, int units, int step, const T* x,
+                                             Rows rows, Emit emit) {
+    constexpr int NCH = K / (16 / sizeof(T));
+    constexpr int ROUNDS = NCH / 32;
+    static_assert(NCH % 32 == 0 && ROUNDS % LD == 0, "whole batches");
+    constexpr int NB = ROUNDS / LD;
+    const int lane = threadIdx.x & 31;
+    const Vec16<T>* xv = reinterpret_cast<const Vec16<T>*>(x);
+    if (first >= units) return;
+    Vec16<T> c0[LD], c1[LD];
+    const T* r0;
+    const T* r1;
+    rows(first, r0, r1);
+#pragma unroll
+    for (int i = 0; i < LD; ++i) {
+        c0[i] = load_weight(reinterpret_cast<const Vec16<T>*>(r0) + lane + 32 * i);
+        c1[i] = load_weight(reinterpret_cast<const Vec16<T>*>(r1) + lane + 32 * i);
+    }
+    int u = first;
+    int b = 0;
+    float s0 = 0.0f;
+    float s1 = 0.0f;
+    while (true) {
+        int nu = u;
+        int nb = b + 1;
+        if (nb == NB) {
+            nb = 0;
+            nu += step;
+        }
+        const bool more = nu < units;
+        Vec16<T> n0[LD], n1[LD];
+        if (more) {
+            rows(nu, r0, r1);
+#pragma unroll
+            for (int i = 0; i < LD; ++i) {
+                const int c = lane + 32 * (nb * LD + i);
+                n0[i] = load_weight(reinterpret_cast<const Vec16<T>*>(r0) + c);
+                n1[i] = load_weight(reinterpret_cast<const Vec16<T>*>(r1) + c);
+            }
+        }
+#pragma unroll
+        for (int i = 0; i < LD; ++i) {
+            fma_chunk<T>(c0[i], c1[i], xv[lane + 32 * (b * LD + i)], s0, s1);
+        }
+        if (b == NB - 1) {
+            emit(u, warp_sum(s0), warp_sum(s1));
+            s0 = 0.0f;
+            s1 = 0.0f;
+        }
+        if (!more) break;
+#pragma unroll
+        for (int i = 0; i < LD; ++i) {
+            c0[i] = n0[i];
+            c1[i] = n1[i];
+        }
+        u = nu;
+        b = nb;
+    }
+}
+
+// stream_pairs' batch for rows of K values: LD where whole batches fit, else 0 (two_dots)
+template <typename T, int K, int LD>
+__host__ __device__ constexpr int stream_batch() {
+    constexpr int NCH = K / (16 / sizeof(T));
+    constexpr int ROUNDS = NCH / 32;
+    if (NCH % 32 != 0 || ROUNDS == 0) return 0;
+    return ROUNDS % LD == 0 ? LD : (ROUNDS % 4 == 0 ? 4 : (ROUNDS % 2 == 0 ? 2 : 1));
 }
 
 // Row r of q, k and v stacked (QD rows of wq, then KD of wk, then KD of wv).
@@ -209,7 +292,8 @@ __device__ __forceinline__ void load_head(const T* raw, const T* nw, float eps,
 """
 
 # Template constants: T, K (hidden), D (head dim), NQ, NKV, INTER, L (layers), NP
-# (inputs a layer), QKN (head norms), MAXS, LD. ``{table}`` is filled by ``source``.
+# (inputs a layer), QKN (head norms), MAXS, LD, SKIP, BAR, PF, STREAM. ``{table}`` is
+# filled by ``source``.
 BODY = """
     constexpr int W = 8;
     const float NEG_INF = __int_as_float(0xff800000);
@@ -220,6 +304,11 @@ BODY = """
     constexpr int NQKV = (NQ + 2 * NKV) * D;
     constexpr int KD = NKV * D;
     constexpr int GROUP = NQ / NKV;
+    // STREAM > 0: the products through stream_pairs, STREAM chunks a row a batch (0
+    // where a row's chunks are not whole batches: two_dots, the same bits either way)
+    constexpr int SB_K = STREAM ? stream_batch<T, K, STREAM>() : 0;
+    constexpr int SB_QD = STREAM ? stream_batch<T, QD, STREAM>() : 0;
+    constexpr int SB_INTER = STREAM ? stream_batch<T, INTER, STREAM>() : 0;
     constexpr int XS = K > QD ? (K > INTER ? K : INTER) : (QD > INTER ? QD : INTER);
     __shared__ alignas(16) T xs[XS];
     __shared__ float red[32];
@@ -289,32 +378,36 @@ BODY = """
 
         // 1. norm, q / k / v; v into the cache
         stage_norm_fresh<T, K>(hsrc, in_norm, eps_in, xs, red);
-        for (int u = gwarp; !(SKIP & 1) && u < NQKV / 2; u += nwarps) {
+        auto qkv_rows = [&](int u, const T*& r0, const T*& r1) {  // rows 2u, 2u + 1
+            r0 = qkv_row<T, K, QD, KD>(wq, wk, wv, 2 * u);
+            r1 = r0 + K;  // QD and KD are even: a unit's rows share their matrix
+        };
+        auto qkv_emit = [&](int u, float d0, float d1) {
             const int r0 = 2 * u;
-            prefetch_qkv(p, u + nwarps);
-            const T* w = wq;
-            int rr = r0;
-            const bool value = r0 >= QD + NKV * D;
-            if (value) {
-                w = wv;
-                rr = r0 - QD - NKV * D;
-            } else if (r0 >= QD) {
-                w = wk;
-                rr = r0 - QD;
-            }
-            float d0, d1;
-            two_dots<T, K, 1, LD>(w + (long long)rr * K, w + (long long)(rr + 1) * K, xs, 0,
-                                  d0, d1);
             if (lane == 0) {
                 const T t0 = static_cast<T>(d0);
                 const T t1 = static_cast<T>(d1);
                 qkv[r0] = t0;
                 qkv[r0 + 1] = t1;
-                if (value) {
+                if (r0 >= QD + NKV * D) {  // v
+                    const int rr = r0 - QD - NKV * D;
                     T* dst = vc + ((long long)(rr / D) * cap + idx) * D + rr % D;
                     dst[0] = t0;
                     dst[1] = t1;
                 }
+            }
+        };
+        if constexpr (SB_K > 0) {
+            if (!(SKIP & 1)) stream_pairs<T, K, SB_K>(gwarp, NQKV / 2, nwarps, xs, qkv_rows, qkv_emit);
+        } else {
+            for (int u = gwarp; !(SKIP & 1) && u < NQKV / 2; u += nwarps) {
+                prefetch_qkv(p, u + nwarps);
+                const T* r0;
+                const T* r1;
+                qkv_rows(u, r0, r1);
+                float d0, d1;
+                two_dots<T, K, 1, LD>(r0, r1, xs, 0, d0, d1);
+                qkv_emit(u, d0, d1);
             }
         }
         if (PF && gwarp < NQ * splits) {  // this warp's keys and values, then o_proj's rows
@@ -452,19 +545,32 @@ BODY = """
             }
         }
         __syncthreads();
-        for (int u = gwarp; !(SKIP & 4) && u < K / 2; u += nwarps) {
+        auto o_rows = [&](int u, const T*& r0, const T*& r1) {
+            r0 = wo + 2LL * u * QD;
+            r1 = r0 + QD;
+        };
+        auto o_emit = [&](int u, float d0, float d1) {  // the residual add
             const int r0 = 2 * u;
-            if (PF && u + nwarps < K / 2) {
-                prefetch_l2(wo + (long long)(r0 + 2 * nwarps) * QD, 2LL * QD * sizeof(T));
-            }
-            float d0, d1;
-            two_dots<T, QD, 1, LD>(wo + (long long)r0 * QD, wo + (long long)(r0 + 1) * QD, xs,
-                                   0, d0, d1);
             if (lane == 0) {
                 h[r0] = static_cast<T>(load_fresh(hsrc + r0)
                                        + static_cast<float>(static_cast<T>(d0)));
                 h[r0 + 1] = static_cast<T>(load_fresh(hsrc + r0 + 1)
                                            + static_cast<float>(static_cast<T>(d1)));
+            }
+        };
+        if constexpr (SB_QD > 0) {
+            if (!(SKIP & 4)) stream_pairs<T, QD, SB_QD>(gwarp, K / 2, nwarps, xs, o_rows, o_emit);
+        } else {
+            for (int u = gwarp; !(SKIP & 4) && u < K / 2; u += nwarps) {
+                if (PF && u + nwarps < K / 2) {
+                    prefetch_l2(wo + 2LL * (u + nwarps) * QD, 2LL * QD * sizeof(T));
+                }
+                const T* r0;
+                const T* r1;
+                o_rows(u, r0, r1);
+                float d0, d1;
+                two_dots<T, QD, 1, LD>(r0, r1, xs, 0, d0, d1);
+                o_emit(u, d0, d1);
             }
         }
         prefetch_gate_up(gwarp + nwarps);  // and its second
@@ -472,10 +578,11 @@ BODY = """
 
         // 4. norm, gate / up, silu(gate) * up
         stage_norm_fresh<T, K>(h, post_norm, eps_post, xs, red);
-        for (int j = gwarp; !(SKIP & 8) && j < INTER; j += nwarps) {
-            float g, up;
-            prefetch_gate_up(j + 2 * nwarps);  // two rounds ahead
-            two_dots<T, K, 1, LD>(wg + (long long)j * K, wu + (long long)j * K, xs, 0, g, up);
+        auto gate_up_rows = [&](int j, const T*& r0, const T*& r1) {
+            r0 = wg + (long long)j * K;
+            r1 = wu + (long long)j * K;
+        };
+        auto gate_up_emit = [&](int j, float g, float up) {  // silu(gate) * up
             if (lane == 0) {
                 const float gf = static_cast<float>(static_cast<T>(g));
                 const T sig = static_cast<T>(1.0f / (1.0f + expf(-gf)));
@@ -483,24 +590,54 @@ BODY = """
                 act[j] = static_cast<T>(static_cast<float>(a)
                                         * static_cast<float>(static_cast<T>(up)));
             }
+        };
+        if constexpr (SB_K > 0) {
+            if (!(SKIP & 8)) {
+                stream_pairs<T, K, SB_K>(gwarp, INTER, nwarps, xs, gate_up_rows, gate_up_emit);
+            }
+        } else {
+            for (int j = gwarp; !(SKIP & 8) && j < INTER; j += nwarps) {
+                prefetch_gate_up(j + 2 * nwarps);  // two rounds ahead
+                const T* r0;
+                const T* r1;
+                gate_up_rows(j, r0, r1);
+                float g, up;
+                two_dots<T, K, 1, LD>(r0, r1, xs, 0, g, up);
+                gate_up_emit(j, g, up);
+            }
         }
         if (PF && gwarp < K / 2) prefetch_l2(wd + 2LL * gwarp * INTER, 2LL * INTER * sizeof(T));
         if (!(SKIP & 32)) grid_barrier<BAR>(bar);
 
         // 5. down_proj + residual
         stage_fresh<T, INTER>(act, xs);
-        for (int u = gwarp; !(SKIP & 16) && u < K / 2; u += nwarps) {
+        auto down_rows = [&](int u, const T*& r0, const T*& r1) {
+            r0 = wd + 2LL * u * INTER;
+            r1 = r0 + INTER;
+        };
+        auto down_emit = [&](int u, float d0, float d1) {  // the residual add
             const int r0 = 2 * u;
-            if (PF && u + nwarps < K / 2) {
-                prefetch_l2(wd + (long long)(r0 + 2 * nwarps) * INTER, 2LL * INTER * sizeof(T));
-            }
-            float d0, d1;
-            two_dots<T, INTER, 1, LD>(wd + (long long)r0 * INTER,
-                                      wd + (long long)(r0 + 1) * INTER, xs, 0, d0, d1);
             if (lane == 0) {
                 h[r0] = static_cast<T>(load_fresh(h + r0) + static_cast<float>(static_cast<T>(d0)));
                 h[r0 + 1] = static_cast<T>(load_fresh(h + r0 + 1)
                                            + static_cast<float>(static_cast<T>(d1)));
+            }
+        };
+        if constexpr (SB_INTER > 0) {
+            if (!(SKIP & 16)) {
+                stream_pairs<T, INTER, SB_INTER>(gwarp, K / 2, nwarps, xs, down_rows, down_emit);
+            }
+        } else {
+            for (int u = gwarp; !(SKIP & 16) && u < K / 2; u += nwarps) {
+                if (PF && u + nwarps < K / 2) {
+                    prefetch_l2(wd + 2LL * (u + nwarps) * INTER, 2LL * INTER * sizeof(T));
+                }
+                const T* r0;
+                const T* r1;
+                down_rows(u, r0, r1);
+                float d0, d1;
+                two_dots<T, INTER, 1, LD>(r0, r1, xs, 0, d0, d1);
+                down_emit(u, d0, d1);
             }
         }
         if (layer + 1 < L) {  // the next layer's q / k / v
@@ -570,15 +707,15 @@ def _kernel(layers: int, head_norms: bool):  # not gated: gpu only
 @functools.cache
 def _launch_arguments(dtype: mx.Dtype, hidden: int, head_dim: int, n_q: int, n_kv: int,
                       inter: int, layers: int, head_norms: bool, n_blocks: int,
-                      skip: int, barrier_kind: int,
-                      prefetch: int) -> dict:  # not gated: gpu only
+                      skip: int, barrier_kind: int, prefetch: int,
+                      stream: int) -> dict:  # not gated: gpu only
     per_layer = len(layer_input_names(head_norms))
     return {
         "template": [("T", dtype), ("K", hidden), ("D", head_dim), ("NQ", n_q), ("NKV", n_kv),
                      ("INTER", inter), ("L", layers), ("NP", per_layer),
                      ("QKN", int(head_norms)), ("MAXS", MAX_SPLITS), ("LD", LOADS),
                      ("SKIP", skip), ("BAR", barrier_kind),
-                     ("PF", prefetch)],
+                     ("PF", prefetch), ("STREAM", stream)],
         "grid": (n_blocks * THREADS, 1, 1), "threadgroup": (THREADS, 1, 1),
         "output_shapes": [(1, hidden), ((n_q + 2 * n_kv) * head_dim,), (inter,),
                           (n_q * MAX_SPLITS * (head_dim + 2),)],
@@ -599,6 +736,7 @@ def step(h: mx.array, meta: mx.array, barrier: mx.array, consts: mx.array,
     arguments = _launch_arguments(h.dtype, hidden, head_dim, n_q, n_kv, inter, layers,
                                   head_norms, blocks(), int(os.environ.get(SKIP_ENV, "0")),
                                   int(os.environ.get(BARRIER_ENV, BARRIER_KIND)),
-                                  int(os.environ.get(PREFETCH_ENV, PREFETCH)))
+                                  int(os.environ.get(PREFETCH_ENV, PREFETCH)),
+                                  int(os.environ.get(STREAM_ENV, STREAM)))
     return _kernel(layers, head_norms)(
         inputs=[h, meta, barrier, consts, inv_freq, *layer_arrays], **arguments)[0]
