@@ -48,5 +48,5 @@ case "$1" in
    bench 8b-cw1 BATCHLAB_ROW_GEMM_CLASS_WARPS=1 llama-3.1-8b 256 l1,invariant 3 150 ;;
 4) gate gate-b1-s$2 BATCHLAB_ROW_STEP_STREAM=$2 matrices/cuda.toml 'fast/*/B1/*'
    bench 1b-table BATCHLAB_ROW_STEP_STREAM=$2 llama-3.2-1b 1,64,256 \
-     fast,l1,invariant,batch_generator,generate_step 2 280 ;;
+     fast,l1,invariant,BatchGenerator,generate_step 2 280 ;;
 esac
