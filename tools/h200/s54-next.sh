@@ -12,6 +12,9 @@
 #      default (BATCHLAB_ROW_GEMM_CLASS_WARPS=1).
 #   4. the fast B=1 gate with STREAM=$2 (cuda.toml, --live --repeat), then the table's
 #      1B row with it.
+#   5. the gpt-oss cell part 3's gate failed on its second judge, twice more; 8B B=256 at
+#      the default and with CLASS_WARPS=1 again; the table's 1B row (every path, l1 and
+#      invariant and fast; generate_step and BatchGenerator come with every bench).
 # Run as: bash tools/h200/s54-next.sh N [stream] (after staging; bench-lib's environment)
 set -u
 R=$OUT/n$1 TAG=n$1
@@ -49,4 +52,14 @@ case "$1" in
 4) gate gate-b1-s$2 BATCHLAB_ROW_STEP_STREAM=$2 matrices/cuda.toml 'fast/*/B1/*'
    bench 1b-table BATCHLAB_ROW_STEP_STREAM=$2 llama-3.2-1b 1,64,256 \
      fast,l1,invariant,BatchGenerator,generate_step 2 280 ;;
+5) sed '/^# the real model/,$d' matrices/invariant-cuda.toml > /tmp/inv-cuda.toml
+   for i in 1 2; do
+     timeout 60 python3 -m batchlab matrix run --matrix /tmp/inv-cuda.toml --live \
+       --filter 'invariant/gpt-oss/B65/needle/evict-many/ctx-wrap/seed1_cb48_ps16' \
+       --report $R/gpt-oss-$i > $R/gpt-oss-$i.log 2>&1
+     echo "== gpt-oss cell $i: exit $?"; grep -E "cells passed|KL over" $R/gpt-oss-$i.log
+   done; pack
+   bench 8b-wide2 - llama-3.1-8b 256 l1,invariant 3 120
+   bench 8b-cw1-2 BATCHLAB_ROW_GEMM_CLASS_WARPS=1 llama-3.1-8b 256 l1,invariant 3 120
+   bench 1b-table - llama-3.2-1b 1,64,256 l1,fast,invariant 2 230 ;;
 esac
