@@ -52,7 +52,7 @@ SOURCE = """
         }
     };
     if (PIPE) {
-        stream_pairs<T, K, LD>(gwarp, units, nwarps, xs, rows, emit);
+        stream_pairs<T, K, LD>(gwarp, units, nwarps, xs, rows, emit, [](int) {});
     } else {
         for (int u = gwarp; u < units; u += nwarps) {
             const T* r0;

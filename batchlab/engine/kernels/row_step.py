@@ -64,8 +64,10 @@ BARRIER_KIND = 0
 PREFETCH_ENV = "BATCHLAB_ROW_STEP_PREFETCH"  # a probe's: 0 no L2 prefetch of the weights
 PREFETCH = 1
 # The products through stream_pairs, this many 16-byte chunks a row a batch (loads in
-# flight across a warp's units), or, 0, two_dots (the same bits); a probe's switch until
-# the H200 has timed it. 8 spills at bf16 (tools/h200/row_step_compile_check.py).
+# flight across a warp's units), or, 0, two_dots (the same bits): a probe's switch. 8
+# spills at bf16 (tools/h200/row_step_compile_check.py). Without the L2 prefetch in its
+# loops (b611b83) fast's step was slower at 4 (reports/bench/cuda-sm90/issue28-wide/);
+# with it, untimed.
 STREAM_ENV = "BATCHLAB_ROW_STEP_STREAM"
 STREAM = 0
 BARRIER_WORDS = 16384  # the barrier's buffer: 64 KiB, a device allocation (one word used)
@@ -106,15 +108,16 @@ __device__ __forceinline__ void prefetch_l2(const void* p, long long bytes) {
 
 // The warp's units (pairs of weight rows of K values, ``rows(u, r0, r1)``) from ``first``
 // in steps of ``step``, each pair's two dot products with x (shared memory) handed to
-// ``emit(u, d0, d1)`` (every lane). The next batch's loads (LD 16-byte chunks a row, of
+// ``emit(u, d0, d1)`` (every lane); ``ahead(u)`` as a unit's loads start (the L2 prefetch
+// the two_dots loops make at the same unit). The next batch's loads (LD 16-byte chunks a row, of
 // this unit or the warp's next) are issued before the current batch's arithmetic, so a
 // warp's loads stay in flight through its arithmetic and from one unit to the next:
 // written as two_dots, ptxas interleaves each load with its FMAs (2-3 loads in flight a
 // warp). Each sum runs over its chunks in ascending order, as two_dots<T, K, 1, LD>
 // sums it: the same bits.
-template <typename T, int K, int LD, typename Rows, typename Emit>
+template <typename T, int K, int LD, typename Rows, typename Emit, typename Ahead>
 __device__ __forceinline__ void stream_pairs(int first, int units, int step, const T* x,
-                                             Rows rows, Emit emit) {
+                                             Rows rows, Emit emit, Ahead ahead) {
     constexpr int NCH = K / (16 / sizeof(T));
     constexpr int ROUNDS = NCH / 32;
     static_assert(NCH % 32 == 0 && ROUNDS % LD == 0, "whole batches");
@@ -125,6 +128,7 @@ __device__ __forceinline__ void stream_pairs(int first, int units, int step, con
     Vec16<T> c0[LD], c1[LD];
     const T* r0;
     const T* r1;
+    ahead(first);
     rows(first, r0, r1);
 #pragma unroll
     for (int i = 0; i < LD; ++i) {
@@ -145,6 +149,7 @@ __device__ __forceinline__ void stream_pairs(int first, int units, int step, con
         const bool more = nu < units;
         Vec16<T> n0[LD], n1[LD];
         if (more) {
+            if (nb == 0) ahead(nu);
             rows(nu, r0, r1);
 #pragma unroll
             for (int i = 0; i < LD; ++i) {
@@ -398,7 +403,10 @@ BODY = """
             }
         };
         if constexpr (SB_K > 0) {
-            if (!(SKIP & 1)) stream_pairs<T, K, SB_K>(gwarp, NQKV / 2, nwarps, xs, qkv_rows, qkv_emit);
+            auto ahead = [&](int u) { prefetch_qkv(p, u + nwarps); };
+            if (!(SKIP & 1)) {
+                stream_pairs<T, K, SB_K>(gwarp, NQKV / 2, nwarps, xs, qkv_rows, qkv_emit, ahead);
+            }
         } else {
             for (int u = gwarp; !(SKIP & 1) && u < NQKV / 2; u += nwarps) {
                 prefetch_qkv(p, u + nwarps);
@@ -549,6 +557,11 @@ BODY = """
             r0 = wo + 2LL * u * QD;
             r1 = r0 + QD;
         };
+        auto o_ahead = [&](int u) {
+            if (PF && u + nwarps < K / 2) {
+                prefetch_l2(wo + 2LL * (u + nwarps) * QD, 2LL * QD * sizeof(T));
+            }
+        };
         auto o_emit = [&](int u, float d0, float d1) {  // the residual add
             const int r0 = 2 * u;
             if (lane == 0) {
@@ -559,12 +572,12 @@ BODY = """
             }
         };
         if constexpr (SB_QD > 0) {
-            if (!(SKIP & 4)) stream_pairs<T, QD, SB_QD>(gwarp, K / 2, nwarps, xs, o_rows, o_emit);
+            if (!(SKIP & 4)) {
+                stream_pairs<T, QD, SB_QD>(gwarp, K / 2, nwarps, xs, o_rows, o_emit, o_ahead);
+            }
         } else {
             for (int u = gwarp; !(SKIP & 4) && u < K / 2; u += nwarps) {
-                if (PF && u + nwarps < K / 2) {
-                    prefetch_l2(wo + 2LL * (u + nwarps) * QD, 2LL * QD * sizeof(T));
-                }
+                o_ahead(u);
                 const T* r0;
                 const T* r1;
                 o_rows(u, r0, r1);
@@ -593,7 +606,9 @@ BODY = """
         };
         if constexpr (SB_K > 0) {
             if (!(SKIP & 8)) {
-                stream_pairs<T, K, SB_K>(gwarp, INTER, nwarps, xs, gate_up_rows, gate_up_emit);
+                auto ahead = [&](int j) { prefetch_gate_up(j + 2 * nwarps); };  // two rounds
+                stream_pairs<T, K, SB_K>(gwarp, INTER, nwarps, xs, gate_up_rows, gate_up_emit,
+                                         ahead);
             }
         } else {
             for (int j = gwarp; !(SKIP & 8) && j < INTER; j += nwarps) {
@@ -615,6 +630,11 @@ BODY = """
             r0 = wd + 2LL * u * INTER;
             r1 = r0 + INTER;
         };
+        auto down_ahead = [&](int u) {
+            if (PF && u + nwarps < K / 2) {
+                prefetch_l2(wd + 2LL * (u + nwarps) * INTER, 2LL * INTER * sizeof(T));
+            }
+        };
         auto down_emit = [&](int u, float d0, float d1) {  // the residual add
             const int r0 = 2 * u;
             if (lane == 0) {
@@ -625,13 +645,12 @@ BODY = """
         };
         if constexpr (SB_INTER > 0) {
             if (!(SKIP & 16)) {
-                stream_pairs<T, INTER, SB_INTER>(gwarp, K / 2, nwarps, xs, down_rows, down_emit);
+                stream_pairs<T, INTER, SB_INTER>(gwarp, K / 2, nwarps, xs, down_rows, down_emit,
+                                                 down_ahead);
             }
         } else {
             for (int u = gwarp; !(SKIP & 16) && u < K / 2; u += nwarps) {
-                if (PF && u + nwarps < K / 2) {
-                    prefetch_l2(wd + 2LL * (u + nwarps) * INTER, 2LL * INTER * sizeof(T));
-                }
+                down_ahead(u);
                 const T* r0;
                 const T* r1;
                 down_rows(u, r0, r1);
