@@ -17,7 +17,8 @@ the steps the kernel took (``PERSISTENT STEPS``, never 0), and the kernel's run 
 
 Part ``stream``: the kernel with its products through ``stream_pairs``
 (``BATCHLAB_ROW_STEP_STREAM`` 4 and 2) against ``two_dots`` (0): the same bytes on both
-scripts (``STREAM SAME yes``), then part ``time`` at each setting.
+scripts (``STREAM SAME yes``). Time it with ``batchlab bench`` (part ``time`` evaluates
+each call alone: the host's sync, not the kernel, at these sizes).
 
 Part ``time``: us a call of the kernel alone (eval'd one at a time) on llama-3.2-1b and
 qwen3-0.6b (every layer), with the weight bytes a call reads and the rate.
@@ -119,10 +120,6 @@ def stream_part() -> bool:
             print(f"stream {name} {script}: {len(runs['0'])} emissions; 4 and 2 the bytes of 0: "
                   f"{equal}", flush=True)
     print(f"STREAM SAME {'yes' if same else 'no'}", flush=True)
-    for stream in ("0", "4", "2", "0"):
-        os.environ[row_step.STREAM_ENV] = stream
-        print(f"time, {row_step.STREAM_ENV}={stream}:", flush=True)
-        time_part()
     os.environ.pop(row_step.STREAM_ENV)
     os.environ[ENV] = "0"
     return same
