@@ -28,3 +28,11 @@ probe() {  # tag, env (k=v,k=v or -), part, timeout
   echo "== probe $1 ($3, $2): exit $?"; head -10 $R/probe-$1.log | grep -v "^fast"
   grep -E "EXACT|DIFFER|comparisons|SAME|equal: False" $R/probe-$1.log; pack
 }
+# A matrix's cells run --live --repeat on the GPU (s49-next.sh spells it out as it ran)
+gate_live() {  # tag, env (k=v,k=v or -), matrix, filter
+  env_args=$(echo $2 | tr ',' ' '); [ "$2" = - ] && env_args=
+  env $env_args timeout 280 python3 -m batchlab matrix run --matrix $3 --live --repeat \
+    --filter "$4" --jobs 8 --report $R/$1 > $R/$1.log 2>&1
+  echo "== gate $1 ($2): exit $?"; grep -E "cells passed|FAIL|not repeatable" $R/$1.log | head -12
+  rm -f $R/$1/heatmap.png; pack
+}

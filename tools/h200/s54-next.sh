@@ -19,13 +19,6 @@
 set -u
 R=$OUT/n$1 TAG=n$1
 source tools/h200/bench-lib.sh
-gate() {  # tag, env (k=v,k=v or -), matrix, filter
-  env_args=$(echo $2 | tr ',' ' '); [ "$2" = - ] && env_args=
-  env $env_args timeout 280 python3 -m batchlab matrix run --matrix $3 --live --repeat \
-    --filter "$4" --jobs 8 --report $R/$1 > $R/$1.log 2>&1
-  echo "== gate $1 ($2): exit $?"; grep -E "cells passed|FAIL|not repeatable" $R/$1.log | head -12
-  rm -f $R/$1/heatmap.png; pack
-}
 case "$1" in
 1) timeout 200 python3 tools/h200/row_gemm_sweep.py > $R/sweep.log 2>&1
    echo "== sweep: exit $?"; grep -E "SWEEP|DIFFERS" $R/sweep.log; grep -A13 "^one decode" $R/sweep.log
@@ -49,7 +42,7 @@ case "$1" in
    rm -f $R/gate-inv/heatmap.png; pack
    bench 8b-wide - llama-3.1-8b 256 l1,invariant 3 150
    bench 8b-cw1 BATCHLAB_ROW_GEMM_CLASS_WARPS=1 llama-3.1-8b 256 l1,invariant 3 150 ;;
-4) gate gate-b1-s$2 BATCHLAB_ROW_STEP_STREAM=$2 matrices/cuda.toml 'fast/*/B1/*'
+4) gate_live gate-b1-s$2 BATCHLAB_ROW_STEP_STREAM=$2 matrices/cuda.toml 'fast/*/B1/*'
    bench 1b-table BATCHLAB_ROW_STEP_STREAM=$2 llama-3.2-1b 1,64,256 \
      fast,l1,invariant,BatchGenerator,generate_step 2 280 ;;
 5) sed '/^# the real model/,$d' matrices/invariant-cuda.toml > /tmp/inv-cuda.toml

@@ -52,16 +52,9 @@ SOURCE = """
         }
     };
     if (PIPE) {
-        stream_pairs<T, K, LD>(gwarp, units, nwarps, xs, rows, emit, [](int) {});
+        products<T, K, LD, LD>(gwarp, units, nwarps, xs, rows, emit, [](int) {});
     } else {
-        for (int u = gwarp; u < units; u += nwarps) {
-            const T* r0;
-            const T* r1;
-            rows(u, r0, r1);
-            float d0, d1;
-            two_dots<T, K, 1, LD>(r0, r1, xs, 0, d0, d1);
-            emit(u, d0, d1);
-        }
+        products<T, K, 0, LD>(gwarp, units, nwarps, xs, rows, emit, [](int) {});
     }
 """
 

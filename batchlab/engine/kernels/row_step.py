@@ -187,6 +187,27 @@ __host__ __device__ constexpr int stream_batch() {
     return ROUNDS % LD == 0 ? LD : (ROUNDS % 4 == 0 ? 4 : (ROUNDS % 2 == 0 ? 2 : 1));
 }
 
+// A phase's products: the warp's units from ``first`` in steps of ``step``, through
+// stream_pairs (SB > 0) or, unit by unit, ``ahead(u)`` then two_dots<T, KR, 1, LD> and
+// ``emit`` (the same bits either way).
+template <typename T, int KR, int SB, int LD, typename Rows, typename Emit, typename Ahead>
+__device__ __forceinline__ void products(int first, int units, int step, const T* x,
+                                         Rows rows, Emit emit, Ahead ahead) {
+    if constexpr (SB > 0) {
+        stream_pairs<T, KR, SB>(first, units, step, x, rows, emit, ahead);
+    } else {
+        for (int u = first; u < units; u += step) {
+            ahead(u);
+            const T* r0;
+            const T* r1;
+            rows(u, r0, r1);
+            float d0, d1;
+            two_dots<T, KR, 1, LD>(r0, r1, x, 0, d0, d1);
+            emit(u, d0, d1);
+        }
+    }
+}
+
 // Row r of q, k and v stacked (QD rows of wq, then KD of wk, then KD of wv).
 template <typename T, int K, int QD, int KD>
 __device__ __forceinline__ const T* qkv_row(const T* wq, const T* wk, const T* wv, int r) {
@@ -402,21 +423,9 @@ BODY = """
                 }
             }
         };
-        if constexpr (SB_K > 0) {
-            auto ahead = [&](int u) { prefetch_qkv(p, u + nwarps); };
-            if (!(SKIP & 1)) {
-                stream_pairs<T, K, SB_K>(gwarp, NQKV / 2, nwarps, xs, qkv_rows, qkv_emit, ahead);
-            }
-        } else {
-            for (int u = gwarp; !(SKIP & 1) && u < NQKV / 2; u += nwarps) {
-                prefetch_qkv(p, u + nwarps);
-                const T* r0;
-                const T* r1;
-                qkv_rows(u, r0, r1);
-                float d0, d1;
-                two_dots<T, K, 1, LD>(r0, r1, xs, 0, d0, d1);
-                qkv_emit(u, d0, d1);
-            }
+        auto qkv_ahead = [&](int u) { prefetch_qkv(p, u + nwarps); };
+        if (!(SKIP & 1)) {
+            products<T, K, SB_K, LD>(gwarp, NQKV / 2, nwarps, xs, qkv_rows, qkv_emit, qkv_ahead);
         }
         if (PF && gwarp < NQ * splits) {  // this warp's keys and values, then o_proj's rows
             const int kvh = gwarp / splits / GROUP;
@@ -571,20 +580,8 @@ BODY = """
                                            + static_cast<float>(static_cast<T>(d1)));
             }
         };
-        if constexpr (SB_QD > 0) {
-            if (!(SKIP & 4)) {
-                stream_pairs<T, QD, SB_QD>(gwarp, K / 2, nwarps, xs, o_rows, o_emit, o_ahead);
-            }
-        } else {
-            for (int u = gwarp; !(SKIP & 4) && u < K / 2; u += nwarps) {
-                o_ahead(u);
-                const T* r0;
-                const T* r1;
-                o_rows(u, r0, r1);
-                float d0, d1;
-                two_dots<T, QD, 1, LD>(r0, r1, xs, 0, d0, d1);
-                o_emit(u, d0, d1);
-            }
+        if (!(SKIP & 4)) {
+            products<T, QD, SB_QD, LD>(gwarp, K / 2, nwarps, xs, o_rows, o_emit, o_ahead);
         }
         prefetch_gate_up(gwarp + nwarps);  // and its second
         if (!(SKIP & 32)) grid_barrier<BAR>(bar);
@@ -604,22 +601,10 @@ BODY = """
                                         * static_cast<float>(static_cast<T>(up)));
             }
         };
-        if constexpr (SB_K > 0) {
-            if (!(SKIP & 8)) {
-                auto ahead = [&](int j) { prefetch_gate_up(j + 2 * nwarps); };  // two rounds
-                stream_pairs<T, K, SB_K>(gwarp, INTER, nwarps, xs, gate_up_rows, gate_up_emit,
-                                         ahead);
-            }
-        } else {
-            for (int j = gwarp; !(SKIP & 8) && j < INTER; j += nwarps) {
-                prefetch_gate_up(j + 2 * nwarps);  // two rounds ahead
-                const T* r0;
-                const T* r1;
-                gate_up_rows(j, r0, r1);
-                float g, up;
-                two_dots<T, K, 1, LD>(r0, r1, xs, 0, g, up);
-                gate_up_emit(j, g, up);
-            }
+        auto gate_up_ahead = [&](int j) { prefetch_gate_up(j + 2 * nwarps); };  // two rounds
+        if (!(SKIP & 8)) {
+            products<T, K, SB_K, LD>(gwarp, INTER, nwarps, xs, gate_up_rows, gate_up_emit,
+                                     gate_up_ahead);
         }
         if (PF && gwarp < K / 2) prefetch_l2(wd + 2LL * gwarp * INTER, 2LL * INTER * sizeof(T));
         if (!(SKIP & 32)) grid_barrier<BAR>(bar);
@@ -643,21 +628,9 @@ BODY = """
                                            + static_cast<float>(static_cast<T>(d1)));
             }
         };
-        if constexpr (SB_INTER > 0) {
-            if (!(SKIP & 16)) {
-                stream_pairs<T, INTER, SB_INTER>(gwarp, K / 2, nwarps, xs, down_rows, down_emit,
-                                                 down_ahead);
-            }
-        } else {
-            for (int u = gwarp; !(SKIP & 16) && u < K / 2; u += nwarps) {
-                down_ahead(u);
-                const T* r0;
-                const T* r1;
-                down_rows(u, r0, r1);
-                float d0, d1;
-                two_dots<T, INTER, 1, LD>(r0, r1, xs, 0, d0, d1);
-                down_emit(u, d0, d1);
-            }
+        if (!(SKIP & 16)) {
+            products<T, INTER, SB_INTER, LD>(gwarp, K / 2, nwarps, xs, down_rows, down_emit,
+                                             down_ahead);
         }
         if (layer + 1 < L) {  // the next layer's q / k / v
             prefetch_qkv(reinterpret_cast<const T* const*>(tab[layer + 1]), gwarp);
