@@ -28,7 +28,7 @@ probe() {  # tag, env (k=v,k=v or -), part, timeout
   echo "== probe $1 ($3, $2): exit $?"; head -10 $R/probe-$1.log | grep -v "^fast"
   grep -E "EXACT|DIFFER|comparisons|SAME|equal: False" $R/probe-$1.log; pack
 }
-# A matrix's cells run --live --repeat on the GPU (s49-next.sh spells it out as it ran)
+# A matrix's cells run --live --repeat on the GPU (s49-next.sh's gate, moved here)
 gate_live() {  # tag, env (k=v,k=v or -), matrix, filter
   env_args=$(echo $2 | tr ',' ' '); [ "$2" = - ] && env_args=
   env $env_args timeout 280 python3 -m batchlab matrix run --matrix $3 --live --repeat \

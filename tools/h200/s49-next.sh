@@ -25,13 +25,7 @@
 set -u
 R=$OUT/r$1 TAG=r$1
 source tools/h200/bench-lib.sh
-gate() {  # tag, env (k=v,k=v or -), matrix, filter
-  env_args=$(echo $2 | tr ',' ' '); [ "$2" = - ] && env_args=
-  env $env_args timeout 280 python3 -m batchlab matrix run --matrix $3 --live --repeat \
-    --filter "$4" --jobs 8 --report $R/$1 > $R/$1.log 2>&1
-  echo "== gate $1 ($2): exit $?"; grep -E "cells passed|FAIL|not repeatable" $R/$1.log | head -12
-  rm -f $R/$1/heatmap.png; pack
-}
+gate() { gate_live "$@"; }  # bench-lib.sh's, the same commands as ran
 case "$1" in
 1) timeout 200 python3 tools/h200/row_step_diag.py > $R/diag.log 2>&1
    echo "== diag: exit $?"; cat $R/diag.log; pack
