@@ -108,13 +108,13 @@ __device__ __forceinline__ void prefetch_l2(const void* p, long long bytes) {
 
 // The warp's units (pairs of weight rows of K values, ``rows(u, r0, r1)``) from ``first``
 // in steps of ``step``, each pair's two dot products with x (shared memory) handed to
-// ``emit(u, d0, d1)`` (every lane); ``ahead(u)`` as a unit's loads start (the L2 prefetch
-// the two_dots loops make at the same unit). The next batch's loads (LD 16-byte chunks a row, of
-// this unit or the warp's next) are issued before the current batch's arithmetic, so a
-// warp's loads stay in flight through its arithmetic and from one unit to the next:
-// written as two_dots, ptxas interleaves each load with its FMAs (2-3 loads in flight a
-// warp). Each sum runs over its chunks in ascending order, as two_dots<T, K, 1, LD>
-// sums it: the same bits.
+// ``emit(u, d0, d1)`` (every lane); ``ahead(u)`` as a unit's loads start (the L2
+// prefetch the two_dots loops make at the same unit). The next batch's loads (LD 16-byte
+// chunks a row, of this unit or the warp's next) are issued before the current batch's
+// arithmetic, so a warp's loads stay in flight through its arithmetic and from one unit
+// to the next: written as two_dots, ptxas interleaves each load with its FMAs (2-3 loads
+// in flight a warp). Each sum runs over its chunks in ascending order, as
+// two_dots<T, K, 1, LD> sums it: the same bits.
 template <typename T, int K, int LD, typename Rows, typename Emit, typename Ahead>
 __device__ __forceinline__ void stream_pairs(int first, int units, int step, const T* x,
                                              Rows rows, Emit emit, Ahead ahead) {
@@ -178,7 +178,8 @@ __device__ __forceinline__ void stream_pairs(int first, int units, int step, con
     }
 }
 
-// stream_pairs' batch for rows of K values: LD where whole batches fit, else 0 (two_dots)
+// stream_pairs' batch for rows of K values: LD, or the largest of 4, 2, 1 that makes
+// whole batches; 0 where a row is not whole rounds of 32 chunks (two_dots then)
 template <typename T, int K, int LD>
 __host__ __device__ constexpr int stream_batch() {
     constexpr int NCH = K / (16 / sizeof(T));
