@@ -25,9 +25,9 @@ import tempfile
 
 sys.path.insert(0, os.getcwd())
 
-from batchlab.engine.kernels import row_step as current  # noqa: E402
-from tools.h200 import looped_compile_check as lc  # noqa: E402
-from tools.h200 import row_step_compile_check as rc  # noqa: E402
+from batchlab.engine.kernels import row_step as current
+from tools.h200 import looped_compile_check as lc
+from tools.h200 import row_step_compile_check as rc
 
 # HFMA2 left out: ptxas also uses it to move constants into registers (HFMA2.MMA R, -RZ,
 # RZ, ...), and this kernel has no half-precision arithmetic
