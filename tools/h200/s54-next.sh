@@ -15,6 +15,8 @@
 #   5. the gpt-oss cell part 3's gate failed on its second judge, twice more; 8B B=256 at
 #      the default and with CLASS_WARPS=1 again; the table's 1B row (every path, l1 and
 #      invariant and fast; generate_step and BatchGenerator come with every bench).
+#   6. (for the next round) the streamed products with the L2 prefetch kept (`ahead`):
+#      STREAM SAME, then fast at 1B B=1 with STREAM=4 against 0, interleaved, twice each.
 # Run as: bash tools/h200/s54-next.sh N [stream] (after staging; bench-lib's environment)
 set -u
 R=$OUT/n$1 TAG=n$1
@@ -55,4 +57,10 @@ case "$1" in
    bench 8b-wide2 - llama-3.1-8b 256 l1,invariant 3 120
    bench 8b-cw1-2 BATCHLAB_ROW_GEMM_CLASS_WARPS=1 llama-3.1-8b 256 l1,invariant 3 120
    bench 1b-table - llama-3.2-1b 1,64,256 l1,fast,invariant 2 230 ;;
+6) timeout 200 python3 tools/h200/row_step_probe.py stream > $R/probe-stream.log 2>&1
+   echo "== row_step_probe stream: exit $?"; cat $R/probe-stream.log; pack
+   for i in 1 2; do
+     bench 1b-s0-$i BATCHLAB_ROW_STEP_STREAM=0 llama-3.2-1b 1 fast 3 100
+     bench 1b-s4-$i BATCHLAB_ROW_STEP_STREAM=4 llama-3.2-1b 1 fast 3 100
+   done ;;
 esac
