@@ -693,8 +693,8 @@ CANDIDATE_TILED = (
     TiledShape(wm=4, wn=2, mt=2, nf=8, stages=3, ks=4),
     TiledShape(wm=4, wn=4, mt=2, nf=4, stages=4),
     TiledShape(wm=2, wn=4, mt=4, nf=4, stages=3),
-    # 128 x 128 tiles with several K steps a stage (fewer barriers a product): compiled
-    # offline in the twenty-first round (no spills), not yet timed
+    # 128 x 128 tiles with several K steps a stage (fewer barriers a product): the same
+    # bits, behind the 64 x 128 class-warp shape at 256 rows (the twenty-second round's sweep)
     TiledShape(wm=2, wn=4, mt=4, nf=4, stages=3, ss=2),
     TiledShape(wm=2, wn=4, mt=4, nf=4, stages=2, ss=4),
     *CANDIDATE_CLASS_WARPS)
@@ -723,6 +723,8 @@ FILL_ENV = "BATCHLAB_ROW_GEMM_FILL"
 CLASS_WARPS_ENV = "BATCHLAB_ROW_GEMM_CLASS_WARPS"
 CLASS_WARPS_FROM = 17
 CLASS_WARPS_WIDE_FROM = 129
+CLASS_WARPS_DEFAULT = CANDIDATE_CLASS_WARPS[0]  # 64 x 64
+CLASS_WARPS_WIDE = CANDIDATE_CLASS_WARPS[7]  # 64 x 128
 FILL_BELOW_BLOCKS = 2 * 132
 TILED_KSPLIT = replace(TILED, ks=K_WARPS)
 SPLIT_FILL = SplitShape(cw=2, nf=2, mt=2, u=4, xb=True)
@@ -750,7 +752,7 @@ def _shape(m: int, n: int, tiled: bool) -> SplitShape | TiledShape:  # not gated
     if m >= CLASS_WARPS_FROM:  # the environment read only here (never at B = 1)
         value = os.environ.get(CLASS_WARPS_ENV)
         if value is None:
-            return CANDIDATE_CLASS_WARPS[7 if m >= CLASS_WARPS_WIDE_FROM else 0]
+            return CLASS_WARPS_WIDE if m >= CLASS_WARPS_WIDE_FROM else CLASS_WARPS_DEFAULT
         chosen = class_warps_choice(value)
         if chosen:
             return CANDIDATE_CLASS_WARPS[chosen[0 if tiled else -1] - 1]
