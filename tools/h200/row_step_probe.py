@@ -16,8 +16,9 @@ the steps the kernel took (``PERSISTENT STEPS``, never 0), and the kernel's run 
 (``PERSISTENT REPEAT yes`` when every run gave the same bytes).
 
 Part ``stream``: the kernel with its products through ``stream_pairs``
-(``BATCHLAB_ROW_STEP_STREAM`` 4 and 2) against ``two_dots`` (0): the same bytes on both
-scripts (``STREAM SAME yes``). Time it with ``batchlab bench`` (part ``time`` evaluates
+(``BATCHLAB_ROW_STEP_STREAM`` 4 and 2), with 8 keys' values loaded ahead
+(``BATCHLAB_ROW_STEP_VALUES_AHEAD``), and both, against the defaults: the same bytes on
+both scripts (``STREAM SAME yes``). Time it with ``batchlab bench`` (part ``time`` evaluates
 each call alone: the host's sync, not the kernel, at these sizes).
 
 Part ``time``: us a call of the kernel alone (eval'd one at a time) on llama-3.2-1b and
@@ -105,22 +106,30 @@ def stream_part() -> bool:
     from batchlab.bench.shapes import load_model
     from batchlab.engine.kernels import row_step
 
+    # the switches against the defaults (every one a probe's, the same sums): the products
+    # streamed (4 and 2 chunks a batch), 8 keys' values loaded ahead, both
+    STREAM_VARIANTS = {"0": {}, "4": {row_step.STREAM_ENV: "4"},
+                       "2": {row_step.STREAM_ENV: "2"},
+                       "va8": {row_step.VALUES_AHEAD_ENV: "8"},
+                       "4+va8": {row_step.STREAM_ENV: "4", row_step.VALUES_AHEAD_ENV: "8"}}
     os.environ[ENV] = "1"
     same = True
     for name in ("llama-3.2-1b@L3", "qwen3-0.6b@L3", "llama-3.2-1b"):
         loaded = load_model(name)
         for script in ("alone", "left"):
             runs = {}
-            for stream in ("0", "4", "2"):
-                os.environ[row_step.STREAM_ENV] = stream
-                runs[stream], taken = run(loaded.model, loaded.vocab_size, script)
+            for variant, env in STREAM_VARIANTS.items():
+                os.environ.update(env)
+                runs[variant], taken = run(loaded.model, loaded.vocab_size, script)
+                for key in env:
+                    os.environ.pop(key)
                 same &= taken > 0
-            equal = [runs[v] == runs["0"] for v in ("4", "2")]
+            others = list(STREAM_VARIANTS)[1:]
+            equal = [runs[v] == runs["0"] for v in others]
             same &= all(equal)
-            print(f"stream {name} {script}: {len(runs['0'])} emissions; 4 and 2 the bytes of 0: "
-                  f"{equal}", flush=True)
+            print(f"stream {name} {script}: {len(runs['0'])} emissions; {', '.join(others)} "
+                  f"the bytes of 0: {equal}", flush=True)
     print(f"STREAM SAME {'yes' if same else 'no'}", flush=True)
-    os.environ.pop(row_step.STREAM_ENV)
     os.environ[ENV] = "0"
     return same
 

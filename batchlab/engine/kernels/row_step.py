@@ -70,6 +70,14 @@ PREFETCH = 1
 # with it, untimed.
 STREAM_ENV = "BATCHLAB_ROW_STEP_STREAM"
 STREAM = 0
+# which phases' products STREAM streams, a mask (1 q / k / v, 2 o_proj, 4 gate / up, 8
+# down_proj): a probe's switch, so a phase that gains can be told from one that loses
+STREAM_PHASES_ENV = "BATCHLAB_ROW_STEP_STREAM_PHASES"
+STREAM_PHASES = 15
+# the attention's values, this many keys' loaded ahead of their arithmetic (0: key by key,
+# as the compiler unrolls it; the same sums): a probe's switch
+VALUES_AHEAD_ENV = "BATCHLAB_ROW_STEP_VALUES_AHEAD"
+VALUES_AHEAD = 0
 BARRIER_WORDS = 16384  # the barrier's buffer: 64 KiB, a device allocation (one word used)
 
 # per layer, in order; qwen3 adds its head norms before the cache
@@ -319,8 +327,8 @@ __device__ __forceinline__ void load_head(const T* raw, const T* nw, float eps,
 """
 
 # Template constants: T, K (hidden), D (head dim), NQ, NKV, INTER, L (layers), NP
-# (inputs a layer), QKN (head norms), MAXS, LD, SKIP, BAR, PF, STREAM. ``{table}`` is
-# filled by ``source``.
+# (inputs a layer), QKN (head norms), MAXS, LD, SKIP, BAR, PF, STREAM, SPH, VA.
+# ``{table}`` is filled by ``source``.
 BODY = """
     constexpr int W = 8;
     const float NEG_INF = __int_as_float(0xff800000);
@@ -331,11 +339,13 @@ BODY = """
     constexpr int NQKV = (NQ + 2 * NKV) * D;
     constexpr int KD = NKV * D;
     constexpr int GROUP = NQ / NKV;
-    // STREAM > 0: the products through stream_pairs, STREAM chunks a row a batch (0
-    // where a row's chunks are not whole batches: two_dots, the same bits either way)
-    constexpr int SB_K = STREAM ? stream_batch<T, K, STREAM>() : 0;
-    constexpr int SB_QD = STREAM ? stream_batch<T, QD, STREAM>() : 0;
-    constexpr int SB_INTER = STREAM ? stream_batch<T, INTER, STREAM>() : 0;
+    // STREAM > 0: the products of the phases in SPH through stream_pairs, STREAM chunks a
+    // row a batch (0 where a row's chunks are not whole batches: two_dots, the same bits
+    // either way)
+    constexpr int SB_QKV = STREAM && (SPH & 1) ? stream_batch<T, K, STREAM>() : 0;
+    constexpr int SB_O = STREAM && (SPH & 2) ? stream_batch<T, QD, STREAM>() : 0;
+    constexpr int SB_GATE_UP = STREAM && (SPH & 4) ? stream_batch<T, K, STREAM>() : 0;
+    constexpr int SB_DOWN = STREAM && (SPH & 8) ? stream_batch<T, INTER, STREAM>() : 0;
     constexpr int XS = K > QD ? (K > INTER ? K : INTER) : (QD > INTER ? QD : INTER);
     __shared__ alignas(16) T xs[XS];
     __shared__ float red[32];
@@ -426,7 +436,7 @@ BODY = """
         };
         auto qkv_ahead = [&](int u) { prefetch_qkv(p, u + nwarps); };
         if (!(SKIP & 1)) {
-            products<T, K, SB_K, LD>(gwarp, NQKV / 2, nwarps, xs, qkv_rows, qkv_emit, qkv_ahead);
+            products<T, K, SB_QKV, LD>(gwarp, NQKV / 2, nwarps, xs, qkv_rows, qkv_emit, qkv_ahead);
         }
         if (PF && gwarp < NQ * splits) {  // this warp's keys and values, then o_proj's rows
             const int kvh = gwarp / splits / GROUP;
@@ -491,7 +501,27 @@ BODY = """
 #pragma unroll
                 for (int j = 0; j < VPT; ++j) acc[j] *= alpha;
                 const int n = end - c0 < 32 ? end - c0 : 32;
-                for (int jj = 0; jj < n; ++jj) {
+                int jj = 0;
+                // VA: VA keys' values loaded before their arithmetic, so their loads are
+                // in flight together; each acc[j] still sums the keys in ascending order
+                for (; VA && jj + VA <= n; jj += VA) {
+                    float vv[VA ? VA : 1][VPT];
+#pragma unroll
+                    for (int k = 0; k < VA; ++k) {
+                        const T* vr = vb + (long long)(c0 + jj + k) * D;
+#pragma unroll
+                        for (int j = 0; j < VPT; ++j) {
+                            vv[k][j] = static_cast<float>(vr[lane + 32 * j]);
+                        }
+                    }
+#pragma unroll
+                    for (int k = 0; k < VA; ++k) {
+                        const float pj = __shfl_sync(0xffffffffu, pr, jj + k);
+#pragma unroll
+                        for (int j = 0; j < VPT; ++j) acc[j] = fmaf(pj, vv[k][j], acc[j]);
+                    }
+                }
+                for (; jj < n; ++jj) {
                     const float pj = __shfl_sync(0xffffffffu, pr, jj);
                     const T* vr = vb + (long long)(c0 + jj) * D;
 #pragma unroll
@@ -582,7 +612,7 @@ BODY = """
             }
         };
         if (!(SKIP & 4)) {
-            products<T, QD, SB_QD, LD>(gwarp, K / 2, nwarps, xs, o_rows, o_emit, o_ahead);
+            products<T, QD, SB_O, LD>(gwarp, K / 2, nwarps, xs, o_rows, o_emit, o_ahead);
         }
         prefetch_gate_up(gwarp + nwarps);  // and its second
         if (!(SKIP & 32)) grid_barrier<BAR>(bar);
@@ -604,7 +634,7 @@ BODY = """
         };
         auto gate_up_ahead = [&](int j) { prefetch_gate_up(j + 2 * nwarps); };  // two rounds
         if (!(SKIP & 8)) {
-            products<T, K, SB_K, LD>(gwarp, INTER, nwarps, xs, gate_up_rows, gate_up_emit,
+            products<T, K, SB_GATE_UP, LD>(gwarp, INTER, nwarps, xs, gate_up_rows, gate_up_emit,
                                      gate_up_ahead);
         }
         if (PF && gwarp < K / 2) prefetch_l2(wd + 2LL * gwarp * INTER, 2LL * INTER * sizeof(T));
@@ -630,7 +660,7 @@ BODY = """
             }
         };
         if (!(SKIP & 16)) {
-            products<T, INTER, SB_INTER, LD>(gwarp, K / 2, nwarps, xs, down_rows, down_emit,
+            products<T, INTER, SB_DOWN, LD>(gwarp, K / 2, nwarps, xs, down_rows, down_emit,
                                              down_ahead);
         }
         if (layer + 1 < L) {  // the next layer's q / k / v
@@ -700,15 +730,16 @@ def _kernel(layers: int, head_norms: bool):  # not gated: gpu only
 @functools.cache
 def _launch_arguments(dtype: mx.Dtype, hidden: int, head_dim: int, n_q: int, n_kv: int,
                       inter: int, layers: int, head_norms: bool, n_blocks: int,
-                      skip: int, barrier_kind: int, prefetch: int,
-                      stream: int) -> dict:  # not gated: gpu only
+                      skip: int, barrier_kind: int, prefetch: int, stream: int,
+                      stream_phases: int, values_ahead: int) -> dict:  # not gated: gpu only
     per_layer = len(layer_input_names(head_norms))
     return {
         "template": [("T", dtype), ("K", hidden), ("D", head_dim), ("NQ", n_q), ("NKV", n_kv),
                      ("INTER", inter), ("L", layers), ("NP", per_layer),
                      ("QKN", int(head_norms)), ("MAXS", MAX_SPLITS), ("LD", LOADS),
                      ("SKIP", skip), ("BAR", barrier_kind),
-                     ("PF", prefetch), ("STREAM", stream)],
+                     ("PF", prefetch), ("STREAM", stream), ("SPH", stream_phases),
+                     ("VA", values_ahead)],
         "grid": (n_blocks * THREADS, 1, 1), "threadgroup": (THREADS, 1, 1),
         "output_shapes": [(1, hidden), ((n_q + 2 * n_kv) * head_dim,), (inter,),
                           (n_q * MAX_SPLITS * (head_dim + 2),)],
@@ -730,6 +761,8 @@ def step(h: mx.array, meta: mx.array, barrier: mx.array, consts: mx.array,
                                   head_norms, blocks(), int(os.environ.get(SKIP_ENV, "0")),
                                   int(os.environ.get(BARRIER_ENV, BARRIER_KIND)),
                                   int(os.environ.get(PREFETCH_ENV, PREFETCH)),
-                                  int(os.environ.get(STREAM_ENV, STREAM)))
+                                  int(os.environ.get(STREAM_ENV, STREAM)),
+                                  int(os.environ.get(STREAM_PHASES_ENV, STREAM_PHASES)),
+                                  int(os.environ.get(VALUES_AHEAD_ENV, VALUES_AHEAD)))
     return _kernel(layers, head_norms)(
         inputs=[h, meta, barrier, consts, inv_freq, *layer_arrays], **arguments)[0]
