@@ -5,11 +5,16 @@ barrier and atomic opcode count is equal. A refactor that keeps the arithmetic m
 integer address instructions.
 
     python3 -m venv /tmp/nvrtc && /tmp/nvrtc/bin/pip install nvidia-cuda-nvrtc-cu12 \
-        nvidia-cuda-runtime-cu12 nvidia-cuda-nvcc-cu12 nvidia-cuda-cuobjdump
-    .venv/bin/python tools/cuda/row_step_sass_compare.py REV [NAME=VALUE ...]
+        nvidia-cuda-runtime-cu12 nvidia-cuda-nvcc-cu12 nvidia-cuda-cuobjdump \
+        nvidia-cuda-nvdisasm
+    PATH=/tmp/nvrtc/lib/python3.11/site-packages/nvidia/cu13/bin:$PATH \
+        .venv/bin/python tools/cuda/row_step_sass_compare.py REV [NAME=VALUE ...]
 
-NAME=VALUE: template constants for the working tree's kernel only (e.g. STREAM=0, a
-constant the revision may not have). Exit status 0 when those counts are equal.
+(cuobjdump runs nvdisasm, which it looks for on PATH.)
+
+NAME=VALUE: template constants beyond the shape's, each given to every kernel whose body
+names it (e.g. STREAM=0: a revision without the constant compiles without it). Exit
+status 0 when those counts are equal.
 """
 
 from __future__ import annotations
@@ -90,9 +95,14 @@ def opcodes(module, extra: list[tuple[str, int]], tmp: str) -> collections.Count
 
 def main() -> int:
     rev, extra = sys.argv[1], [(k, int(v)) for k, v in (a.split("=") for a in sys.argv[2:])]
+
+    def named(module) -> list[tuple[str, int]]:
+        return [(k, v) for k, v in extra if re.search(rf"\b{k}\b", module.BODY)]
+
     with tempfile.TemporaryDirectory() as tmp:
-        before = opcodes(_module_at(rev, tmp), [], tmp)
-        after = opcodes(current, extra, tmp)
+        earlier = _module_at(rev, tmp)
+        before = opcodes(earlier, named(earlier), tmp)
+        after = opcodes(current, named(current), tmp)
     print(f"{rev}: {sum(before.values())} instructions; working tree: {sum(after.values())}")
     moved = {k: (before[k], after[k]) for k in sorted(before | after) if before[k] != after[k]}
     print("counts that differ:", moved)

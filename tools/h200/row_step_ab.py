@@ -6,9 +6,10 @@ code (reports/bench/cuda-sm90/issue28-one-row/).
 
 A variant is a name and its switches, ``name:key=value/key=value``; the keys are
 ``stream`` (``BATCHLAB_ROW_STEP_STREAM``), ``phases`` (``..._STREAM_PHASES``), ``ahead``
-(``..._VALUES_AHEAD``), ``blocks``, ``prefetch`` and ``barrier``. ``blocks`` past the
-SMs needs a kernel of at most 128 registers a thread (two blocks an SM, all resident:
-``row_step_compile_check.py``), or the grid barrier never opens. Unset switches keep row_step's defaults.
+(``..._VALUES_AHEAD``), ``trim`` (``..._TRIM``), ``blocks``, ``prefetch`` and
+``barrier``. ``blocks`` past the SMs needs a kernel of at most 128 registers a thread
+(two blocks an SM, all resident: ``row_step_compile_check.py``), or the grid barrier
+never opens. Unset switches keep row_step's defaults.
 
     PYTHONPATH=/tmp/site:$PWD python3 tools/h200/row_step_ab.py [--model llama-3.2-1b] \
         [--rounds 5] default stream4:stream=4 down:stream=4/phases=8
@@ -29,7 +30,8 @@ from batchlab.engine.kernels import row_step
 
 KEYS = {"stream": row_step.STREAM_ENV, "phases": row_step.STREAM_PHASES_ENV,
         "blocks": row_step.BLOCKS_ENV, "prefetch": row_step.PREFETCH_ENV,
-        "barrier": row_step.BARRIER_ENV, "ahead": row_step.VALUES_AHEAD_ENV}
+        "barrier": row_step.BARRIER_ENV, "ahead": row_step.VALUES_AHEAD_ENV,
+        "trim": row_step.TRIM_ENV}
 
 
 def parse(spec: str) -> tuple[str, dict[str, str]]:

@@ -43,18 +43,19 @@ def compiles():
                 continue
             # the barrier's kind, the L2 prefetch and the streamed products (row_step's
             # probe switches)
-            for barrier, prefetch, stream, phases, ahead in (
-                    (0, 1, 0, 15, 0), (0, 0, 0, 15, 0), (1, 1, 0, 15, 0), (0, 1, 4, 15, 0),
-                    (0, 1, 2, 15, 0), (0, 1, 4, 8, 0), (0, 1, 4, 10, 0), (0, 1, 4, 12, 0),
-                    (0, 1, 0, 15, 8), (0, 1, 4, 15, 8)):
+            for barrier, prefetch, stream, phases, ahead, trim in (
+                    (0, 1, 0, 15, 8, 0), (0, 0, 0, 15, 8, 0), (1, 1, 0, 15, 8, 0),
+                    (0, 1, 4, 15, 8, 0), (0, 1, 2, 15, 8, 0), (0, 1, 4, 8, 8, 0),
+                    (0, 1, 4, 12, 8, 0), (0, 1, 0, 15, 0, 0), (0, 1, 0, 15, 8, 1),
+                    (0, 1, 4, 15, 8, 1)):
                 consts = [("K", hidden), ("D", dim), ("NQ", n_q), ("NKV", n_kv),
                           ("INTER", inter), ("L", layers),
                           ("NP", len(rs.layer_input_names(norms))), ("QKN", int(norms)),
                           ("MAXS", rs.MAX_SPLITS), ("LD", rs.LOADS), ("SKIP", 0),
                           ("BAR", barrier), ("PF", prefetch), ("STREAM", stream),
-                          ("SPH", phases), ("VA", ahead)]
+                          ("SPH", phases), ("VA", ahead), ("TR", trim)]
                 yield (f"row_step {dtype:8s} {model:12s} bar{barrier} pf{prefetch} "
-                       f"stream{stream}/{phases} va{ahead} smem {used}",
+                       f"stream{stream}/{phases} va{ahead} tr{trim} smem {used}",
                        wrap(rs.source(layers, norms), ctype, consts,
                             rs.input_names(layers, norms)))
 

@@ -15,11 +15,12 @@ Per model and script: the share of equal top-1 tokens and the KL while the token
 the steps the kernel took (``PERSISTENT STEPS``, never 0), and the kernel's run twice
 (``PERSISTENT REPEAT yes`` when every run gave the same bytes).
 
-Part ``stream``: the kernel with its products through ``stream_pairs``
-(``BATCHLAB_ROW_STEP_STREAM`` 4 and 2), with 8 keys' values loaded ahead
-(``BATCHLAB_ROW_STEP_VALUES_AHEAD``), and both, against the defaults: the same bytes on
-both scripts (``STREAM SAME yes``). Time it with ``batchlab bench`` (part ``time`` evaluates
-each call alone: the host's sync, not the kernel, at these sizes).
+Part ``stream``: the kernel's probe switches against its defaults: the products through
+``stream_pairs`` (``BATCHLAB_ROW_STEP_STREAM=4``), the values loaded key by key
+(``..._VALUES_AHEAD=0``), the phases trimmed (``..._TRIM=1``), the trim beside the
+streamed products: the same bytes on both scripts (``STREAM SAME yes``). Time them with
+``row_step_ab.py`` (part ``time`` evaluates each call alone: the host's sync, not the
+kernel, at these sizes).
 
 Part ``time``: us a call of the kernel alone (eval'd one at a time) on llama-3.2-1b and
 qwen3-0.6b (every layer), with the weight bytes a call reads and the rate.
@@ -107,11 +108,12 @@ def stream_part() -> bool:
     from batchlab.engine.kernels import row_step
 
     # the switches against the defaults (every one a probe's, the same sums): the products
-    # streamed (4 and 2 chunks a batch), 8 keys' values loaded ahead, both
+    # streamed (4 chunks a batch), the values loaded key by key, the phases trimmed, and
+    # the trim beside the streamed products
     STREAM_VARIANTS = {"0": {}, "4": {row_step.STREAM_ENV: "4"},
-                       "2": {row_step.STREAM_ENV: "2"},
-                       "va8": {row_step.VALUES_AHEAD_ENV: "8"},
-                       "4+va8": {row_step.STREAM_ENV: "4", row_step.VALUES_AHEAD_ENV: "8"}}
+                       "va0": {row_step.VALUES_AHEAD_ENV: "0"},
+                       "tr": {row_step.TRIM_ENV: "1"},
+                       "4+tr": {row_step.STREAM_ENV: "4", row_step.TRIM_ENV: "1"}}
     os.environ[ENV] = "1"
     same = True
     for name in ("llama-3.2-1b@L3", "qwen3-0.6b@L3", "llama-3.2-1b"):

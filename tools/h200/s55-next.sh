@@ -10,6 +10,9 @@
 #      BatchGenerator come with each bench), then llama-3.1-8b B=256 l1 and invariant.
 #   4. fast's B = 1 gate with the switches in $2 (k=v,k=v), then a bench of fast at 1B B=1
 #      with them and without, interleaved.
+#   5. after 8 keys' values ahead became the default: STREAM SAME with the trimmed phases
+#      (BATCHLAB_ROW_STEP_TRIM) among the switches, their paired A/B, fast's B = 1
+#      gate with the trim.
 # Run as: bash tools/h200/s55-next.sh N [env] (after staging; bench-lib's environment)
 set -u
 R=$OUT/n$1 TAG=n$1
@@ -32,4 +35,12 @@ case "$1" in
      bench 1b-def-$i - llama-3.2-1b 1 fast 3 100
      bench 1b-env-$i $2 llama-3.2-1b 1 fast 3 100
    done ;;
+5) timeout 300 python3 tools/h200/row_step_probe.py stream > $R/probe-stream.log 2>&1
+   echo "== row_step_probe stream: exit $?"; cat $R/probe-stream.log; pack
+   for model in llama-3.2-1b qwen3-0.6b; do
+     timeout 150 python3 tools/h200/row_step_ab.py --model $model --rounds 5 default \
+       trim:trim=1 va0:ahead=0 s4-trim:stream=4/trim=1 > $R/ab-$model.log 2>&1
+     echo "== ab $model: exit $?"; grep -v "^round" $R/ab-$model.log | tail -4; pack
+   done
+   gate_live gate-b1-trim BATCHLAB_ROW_STEP_TRIM=1 matrices/cuda.toml 'fast/*/B1/*' ;;
 esac
