@@ -41,21 +41,19 @@ def compiles():
             if used > rs.SHARED_BYTES:
                 print(f"{dtype:8s} {model:12s}: {used} bytes of shared memory, not compiled")
                 continue
-            # the barrier's kind, the L2 prefetch and the streamed products (row_step's
-            # probe switches)
-            for barrier, prefetch, stream, phases, ahead, trim in (
-                    (0, 1, 0, 15, 8, 0), (0, 0, 0, 15, 8, 0), (1, 1, 0, 15, 8, 0),
-                    (0, 1, 4, 15, 8, 0), (0, 1, 2, 15, 8, 0), (0, 1, 4, 8, 8, 0),
-                    (0, 1, 4, 12, 8, 0), (0, 1, 0, 15, 0, 0), (0, 1, 0, 15, 8, 1),
-                    (0, 1, 4, 15, 8, 1)):
+            # the barrier's kind, the L2 prefetch, the streamed products and the values
+            # loaded ahead (row_step's switches)
+            for barrier, prefetch, stream, ahead in ((0, 1, 0, 8), (0, 0, 0, 8), (1, 1, 0, 8),
+                                                     (0, 1, 4, 8), (0, 1, 2, 8), (0, 1, 0, 0),
+                                                     (0, 1, 4, 0)):
                 consts = [("K", hidden), ("D", dim), ("NQ", n_q), ("NKV", n_kv),
                           ("INTER", inter), ("L", layers),
                           ("NP", len(rs.layer_input_names(norms))), ("QKN", int(norms)),
                           ("MAXS", rs.MAX_SPLITS), ("LD", rs.LOADS), ("SKIP", 0),
                           ("BAR", barrier), ("PF", prefetch), ("STREAM", stream),
-                          ("SPH", phases), ("VA", ahead), ("TR", trim)]
+                          ("VA", ahead)]
                 yield (f"row_step {dtype:8s} {model:12s} bar{barrier} pf{prefetch} "
-                       f"stream{stream}/{phases} va{ahead} tr{trim} smem {used}",
+                       f"stream{stream} va{ahead} smem {used}",
                        wrap(rs.source(layers, norms), ctype, consts,
                             rs.input_names(layers, norms)))
 

@@ -15,10 +15,9 @@ Per model and script: the share of equal top-1 tokens and the KL while the token
 the steps the kernel took (``PERSISTENT STEPS``, never 0), and the kernel's run twice
 (``PERSISTENT REPEAT yes`` when every run gave the same bytes).
 
-Part ``stream``: the kernel's probe switches against its defaults: the products through
+Part ``stream``: the kernel's switches against its defaults: the products through
 ``stream_pairs`` (``BATCHLAB_ROW_STEP_STREAM=4``), the values loaded key by key
-(``..._VALUES_AHEAD=0``), the phases trimmed (``..._TRIM=1``), the trim beside the
-streamed products: the same bytes on both scripts (``STREAM SAME yes``). Time them with
+(``..._VALUES_AHEAD=0``): the same bytes on both scripts (``STREAM SAME yes``). Time them with
 ``row_step_ab.py`` (part ``time`` evaluates each call alone: the host's sync, not the
 kernel, at these sizes).
 
@@ -107,14 +106,10 @@ def stream_part() -> bool:
     from batchlab.bench.shapes import load_model
     from batchlab.engine.kernels import row_step
 
-    # the switches against the defaults (every one a probe's, the same sums): the products
-    # streamed (4 chunks a batch), the values loaded key by key, the phases trimmed, and
-    # the trim beside the streamed products
+    # the switches against the defaults (the same sums): the products streamed (4 chunks
+    # a batch), the values loaded key by key
     STREAM_VARIANTS = {"0": {}, "4": {row_step.STREAM_ENV: "4"},
-                       "va0": {row_step.VALUES_AHEAD_ENV: "0"},
-                       "tr": {row_step.TRIM_ENV: "1"},
-                       "4+tr": {row_step.STREAM_ENV: "4", row_step.TRIM_ENV: "1"}}
-    os.environ[ENV] = "1"
+                       "va0": {row_step.VALUES_AHEAD_ENV: "0"}}
     same = True
     for name in ("llama-3.2-1b@L3", "qwen3-0.6b@L3", "llama-3.2-1b"):
         loaded = load_model(name)

@@ -13,6 +13,9 @@
 #   5. after 8 keys' values ahead became the default: STREAM SAME with the trimmed phases
 #      (BATCHLAB_ROW_STEP_TRIM) among the switches, their paired A/B, fast's B = 1
 #      gate with the trim.
+# Parts 1, 2, 4 ran at 059ccde, 3 at 059ccde with VALUES_AHEAD = 8, 5 at 89c96cc. The
+# switches parts 2 and 5 name by phases= and trim= (BATCHLAB_ROW_STEP_STREAM_PHASES,
+# BATCHLAB_ROW_STEP_TRIM) were taken out after them: neither gained.
 # Run as: bash tools/h200/s55-next.sh N [env] (after staging; bench-lib's environment)
 set -u
 R=$OUT/n$1 TAG=n$1

@@ -65,25 +65,16 @@ PREFETCH_ENV = "BATCHLAB_ROW_STEP_PREFETCH"  # a probe's: 0 no L2 prefetch of th
 PREFETCH = 1
 # The products through stream_pairs, this many 16-byte chunks a row a batch (loads in
 # flight across a warp's units), or, 0, two_dots (the same bits): a probe's switch. 8
-# spills at bf16 (tools/h200/row_step_compile_check.py). Without the L2 prefetch in its
-# loops (b611b83) fast's step was slower at 4 (reports/bench/cuda-sm90/issue28-wide/);
-# with it, untimed.
+# spills at bf16 (tools/h200/row_step_compile_check.py). Streamed, fast's step gained on
+# qwen3-0.6b only while the values loaded key by key, and lost beside VALUES_AHEAD
+# (reports/bench/cuda-sm90/issue28-stream/, issue28-wide/).
 STREAM_ENV = "BATCHLAB_ROW_STEP_STREAM"
 STREAM = 0
-# which phases' products STREAM streams, a mask (1 q / k / v, 2 o_proj, 4 gate / up, 8
-# down_proj): a probe's switch, so a phase that gains can be told from one that loses
-STREAM_PHASES_ENV = "BATCHLAB_ROW_STEP_STREAM_PHASES"
-STREAM_PHASES = 15
 # the attention's values, this many keys' loaded ahead of their arithmetic (0: key by key,
 # as the compiler unrolls it; the same sums either way). 8 by default: the step's time
 # at 4, 8, 16 and 32 and without: reports/bench/cuda-sm90/issue28-stream/
 VALUES_AHEAD_ENV = "BATCHLAB_ROW_STEP_VALUES_AHEAD"
 VALUES_AHEAD = 8
-# fewer waits on L2 between a phase's start and its products (the same sums): each norm
-# reads its input once (stage_norm_once), the residual adds load their values as the
-# unit's loads start. A probe's switch.
-TRIM_ENV = "BATCHLAB_ROW_STEP_TRIM"
-TRIM = 0
 BARRIER_WORDS = 16384  # the barrier's buffer: 64 KiB, a device allocation (one word used)
 
 # per layer, in order; qwen3 adds its head norms before the cache
@@ -288,62 +279,6 @@ __device__ __forceinline__ void stage_norm_fresh(const T* x, const T* nw, float 
     __syncthreads();
 }
 
-// stage_norm_fresh's bits, x read once: each thread keeps its chunks (and their norm
-// weights, loaded with them) in registers from the sum of squares to the normalised
-// store, where stage_norm_fresh reads them again after the block's reduction. The sum
-// runs over the same chunks in the same order (rms_factor's). Call from every thread of
-// a block of THREADS.
-template <typename T, int N, int THREADS>
-__device__ __forceinline__ void stage_norm_once(const T* x, const T* nw, float eps, T* xs,
-                                                float* red) {
-    constexpr int VE = 16 / sizeof(T);
-    constexpr int NCH = N / VE;
-    constexpr int NPT = (NCH + THREADS - 1) / THREADS;
-    const Vec16<T>* xv = reinterpret_cast<const Vec16<T>*>(x);
-    const Vec16<T>* wv = reinterpret_cast<const Vec16<T>*>(nw);
-    Vec16<T>* sv = reinterpret_cast<Vec16<T>*>(xs);
-    Vec16<T> v[NPT];
-    Vec16<T> w[NPT];
-#pragma unroll
-    for (int i = 0; i < NPT; ++i) {
-        const int c = threadIdx.x + THREADS * i;
-        if (c < NCH) {
-            v[i] = load_input<true>(xv + c);
-            w[i] = wv[c];
-        }
-    }
-    float ss = 0.0f;
-#pragma unroll
-    for (int i = 0; i < NPT; ++i) {
-        if (threadIdx.x + THREADS * i < NCH) {
-#pragma unroll
-            for (int e = 0; e < VE; ++e) {
-                const float t = static_cast<float>(v[i].v[e]);
-                ss += t * t;
-            }
-        }
-    }
-    ss = warp_sum(ss);
-    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = ss;
-    __syncthreads();
-    float total = 0.0f;
-    for (int k = 0; k < THREADS / 32; ++k) total += red[k];
-    const float rs = rsqrtf(total / N + eps);
-#pragma unroll
-    for (int i = 0; i < NPT; ++i) {
-        const int c = threadIdx.x + THREADS * i;
-        if (c < NCH) {
-#pragma unroll
-            for (int e = 0; e < VE; ++e) {
-                const T y = static_cast<T>(static_cast<float>(v[i].v[e]) * rs);
-                v[i].v[e] = static_cast<T>(static_cast<float>(w[i].v[e]) * static_cast<float>(y));
-            }
-            sv[c] = v[i];
-        }
-    }
-    __syncthreads();
-}
-
 // x (N elements another block may have written) into shared memory as it is.
 template <typename T, int N>
 __device__ __forceinline__ void stage_fresh(const T* x, T* xs) {
@@ -389,8 +324,8 @@ __device__ __forceinline__ void load_head(const T* raw, const T* nw, float eps,
 """
 
 # Template constants: T, K (hidden), D (head dim), NQ, NKV, INTER, L (layers), NP
-# (inputs a layer), QKN (head norms), MAXS, LD, SKIP, BAR, PF, STREAM, SPH, VA, TR.
-# ``{table}`` is filled by ``source``.
+# (inputs a layer), QKN (head norms), MAXS, LD, SKIP, BAR, PF, STREAM, VA. ``{table}``
+# is filled by ``source``.
 BODY = """
     constexpr int W = 8;
     const float NEG_INF = __int_as_float(0xff800000);
@@ -401,13 +336,11 @@ BODY = """
     constexpr int NQKV = (NQ + 2 * NKV) * D;
     constexpr int KD = NKV * D;
     constexpr int GROUP = NQ / NKV;
-    // STREAM > 0: the products of the phases in SPH through stream_pairs, STREAM chunks a
-    // row a batch (0 where a row's chunks are not whole batches: two_dots, the same bits
-    // either way)
-    constexpr int SB_QKV = STREAM && (SPH & 1) ? stream_batch<T, K, STREAM>() : 0;
-    constexpr int SB_O = STREAM && (SPH & 2) ? stream_batch<T, QD, STREAM>() : 0;
-    constexpr int SB_GATE_UP = STREAM && (SPH & 4) ? stream_batch<T, K, STREAM>() : 0;
-    constexpr int SB_DOWN = STREAM && (SPH & 8) ? stream_batch<T, INTER, STREAM>() : 0;
+    // STREAM > 0: the products through stream_pairs, STREAM chunks a row a batch (0
+    // where a row's chunks are not whole batches: two_dots, the same bits either way)
+    constexpr int SB_K = STREAM ? stream_batch<T, K, STREAM>() : 0;
+    constexpr int SB_QD = STREAM ? stream_batch<T, QD, STREAM>() : 0;
+    constexpr int SB_INTER = STREAM ? stream_batch<T, INTER, STREAM>() : 0;
     constexpr int XS = K > QD ? (K > INTER ? K : INTER) : (QD > INTER ? QD : INTER);
     __shared__ alignas(16) T xs[XS];
     __shared__ float red[32];
@@ -476,11 +409,7 @@ BODY = """
         };
 
         // 1. norm, q / k / v; v into the cache
-        if (TR) {
-            stage_norm_once<T, K, W * 32>(hsrc, in_norm, eps_in, xs, red);
-        } else {
-            stage_norm_fresh<T, K>(hsrc, in_norm, eps_in, xs, red);
-        }
+        stage_norm_fresh<T, K>(hsrc, in_norm, eps_in, xs, red);
         auto qkv_rows = [&](int u, const T*& r0, const T*& r1) {  // rows 2u, 2u + 1
             r0 = qkv_row<T, K, QD, KD>(wq, wk, wv, 2 * u);
             r1 = r0 + K;  // QD and KD are even: a unit's rows share their matrix
@@ -502,7 +431,7 @@ BODY = """
         };
         auto qkv_ahead = [&](int u) { prefetch_qkv(p, u + nwarps); };
         if (!(SKIP & 1)) {
-            products<T, K, SB_QKV, LD>(gwarp, NQKV / 2, nwarps, xs, qkv_rows, qkv_emit, qkv_ahead);
+            products<T, K, SB_K, LD>(gwarp, NQKV / 2, nwarps, xs, qkv_rows, qkv_emit, qkv_ahead);
         }
         if (PF && gwarp < NQ * splits) {  // this warp's keys and values, then o_proj's rows
             const int kvh = gwarp / splits / GROUP;
@@ -663,41 +592,28 @@ BODY = """
             r0 = wo + 2LL * u * QD;
             r1 = r0 + QD;
         };
-        // TR (two_dots' loops only: there a unit's emit follows its own ahead): the
-        // residual's two values loaded as the unit's loads start, not after its sums
-        constexpr bool EARLY_O = TR && SB_O == 0;
-        float res0 = 0.0f;
-        float res1 = 0.0f;
         auto o_ahead = [&](int u) {
             if (PF && u + nwarps < K / 2) {
                 prefetch_l2(wo + 2LL * (u + nwarps) * QD, 2LL * QD * sizeof(T));
-            }
-            if (EARLY_O && lane == 0) {
-                res0 = load_fresh(hsrc + 2 * u);
-                res1 = load_fresh(hsrc + 2 * u + 1);
             }
         };
         auto o_emit = [&](int u, float d0, float d1) {  // the residual add
             const int r0 = 2 * u;
             if (lane == 0) {
-                const float h0 = EARLY_O ? res0 : load_fresh(hsrc + r0);
-                const float h1 = EARLY_O ? res1 : load_fresh(hsrc + r0 + 1);
-                h[r0] = static_cast<T>(h0 + static_cast<float>(static_cast<T>(d0)));
-                h[r0 + 1] = static_cast<T>(h1 + static_cast<float>(static_cast<T>(d1)));
+                h[r0] = static_cast<T>(load_fresh(hsrc + r0)
+                                       + static_cast<float>(static_cast<T>(d0)));
+                h[r0 + 1] = static_cast<T>(load_fresh(hsrc + r0 + 1)
+                                           + static_cast<float>(static_cast<T>(d1)));
             }
         };
         if (!(SKIP & 4)) {
-            products<T, QD, SB_O, LD>(gwarp, K / 2, nwarps, xs, o_rows, o_emit, o_ahead);
+            products<T, QD, SB_QD, LD>(gwarp, K / 2, nwarps, xs, o_rows, o_emit, o_ahead);
         }
         prefetch_gate_up(gwarp + nwarps);  // and its second
         if (!(SKIP & 32)) grid_barrier<BAR>(bar);
 
         // 4. norm, gate / up, silu(gate) * up
-        if (TR) {
-            stage_norm_once<T, K, W * 32>(h, post_norm, eps_post, xs, red);
-        } else {
-            stage_norm_fresh<T, K>(h, post_norm, eps_post, xs, red);
-        }
+        stage_norm_fresh<T, K>(h, post_norm, eps_post, xs, red);
         auto gate_up_rows = [&](int j, const T*& r0, const T*& r1) {
             r0 = wg + (long long)j * K;
             r1 = wu + (long long)j * K;
@@ -713,7 +629,7 @@ BODY = """
         };
         auto gate_up_ahead = [&](int j) { prefetch_gate_up(j + 2 * nwarps); };  // two rounds
         if (!(SKIP & 8)) {
-            products<T, K, SB_GATE_UP, LD>(gwarp, INTER, nwarps, xs, gate_up_rows, gate_up_emit,
+            products<T, K, SB_K, LD>(gwarp, INTER, nwarps, xs, gate_up_rows, gate_up_emit,
                                      gate_up_ahead);
         }
         if (PF && gwarp < K / 2) prefetch_l2(wd + 2LL * gwarp * INTER, 2LL * INTER * sizeof(T));
@@ -725,27 +641,21 @@ BODY = """
             r0 = wd + 2LL * u * INTER;
             r1 = r0 + INTER;
         };
-        constexpr bool EARLY_DOWN = TR && SB_DOWN == 0;  // as o_proj's
         auto down_ahead = [&](int u) {
             if (PF && u + nwarps < K / 2) {
                 prefetch_l2(wd + 2LL * (u + nwarps) * INTER, 2LL * INTER * sizeof(T));
-            }
-            if (EARLY_DOWN && lane == 0) {
-                res0 = load_fresh(h + 2 * u);
-                res1 = load_fresh(h + 2 * u + 1);
             }
         };
         auto down_emit = [&](int u, float d0, float d1) {  // the residual add
             const int r0 = 2 * u;
             if (lane == 0) {
-                const float h0 = EARLY_DOWN ? res0 : load_fresh(h + r0);
-                const float h1 = EARLY_DOWN ? res1 : load_fresh(h + r0 + 1);
-                h[r0] = static_cast<T>(h0 + static_cast<float>(static_cast<T>(d0)));
-                h[r0 + 1] = static_cast<T>(h1 + static_cast<float>(static_cast<T>(d1)));
+                h[r0] = static_cast<T>(load_fresh(h + r0) + static_cast<float>(static_cast<T>(d0)));
+                h[r0 + 1] = static_cast<T>(load_fresh(h + r0 + 1)
+                                           + static_cast<float>(static_cast<T>(d1)));
             }
         };
         if (!(SKIP & 16)) {
-            products<T, INTER, SB_DOWN, LD>(gwarp, K / 2, nwarps, xs, down_rows, down_emit,
+            products<T, INTER, SB_INTER, LD>(gwarp, K / 2, nwarps, xs, down_rows, down_emit,
                                              down_ahead);
         }
         if (layer + 1 < L) {  // the next layer's q / k / v
@@ -816,16 +726,14 @@ def _kernel(layers: int, head_norms: bool):  # not gated: gpu only
 def _launch_arguments(dtype: mx.Dtype, hidden: int, head_dim: int, n_q: int, n_kv: int,
                       inter: int, layers: int, head_norms: bool, n_blocks: int,
                       skip: int, barrier_kind: int, prefetch: int, stream: int,
-                      stream_phases: int, values_ahead: int,
-                      trim: int) -> dict:  # not gated: gpu only
+                      values_ahead: int) -> dict:  # not gated: gpu only
     per_layer = len(layer_input_names(head_norms))
     return {
         "template": [("T", dtype), ("K", hidden), ("D", head_dim), ("NQ", n_q), ("NKV", n_kv),
                      ("INTER", inter), ("L", layers), ("NP", per_layer),
                      ("QKN", int(head_norms)), ("MAXS", MAX_SPLITS), ("LD", LOADS),
                      ("SKIP", skip), ("BAR", barrier_kind),
-                     ("PF", prefetch), ("STREAM", stream), ("SPH", stream_phases),
-                     ("VA", values_ahead), ("TR", trim)],
+                     ("PF", prefetch), ("STREAM", stream), ("VA", values_ahead)],
         "grid": (n_blocks * THREADS, 1, 1), "threadgroup": (THREADS, 1, 1),
         "output_shapes": [(1, hidden), ((n_q + 2 * n_kv) * head_dim,), (inter,),
                           (n_q * MAX_SPLITS * (head_dim + 2),)],
@@ -848,8 +756,6 @@ def step(h: mx.array, meta: mx.array, barrier: mx.array, consts: mx.array,
                                   int(os.environ.get(BARRIER_ENV, BARRIER_KIND)),
                                   int(os.environ.get(PREFETCH_ENV, PREFETCH)),
                                   int(os.environ.get(STREAM_ENV, STREAM)),
-                                  int(os.environ.get(STREAM_PHASES_ENV, STREAM_PHASES)),
-                                  int(os.environ.get(VALUES_AHEAD_ENV, VALUES_AHEAD)),
-                                  int(os.environ.get(TRIM_ENV, TRIM)))
+                                  int(os.environ.get(VALUES_AHEAD_ENV, VALUES_AHEAD)))
     return _kernel(layers, head_norms)(
         inputs=[h, meta, barrier, consts, inv_freq, *layer_arrays], **arguments)[0]
