@@ -25,6 +25,7 @@ Part ``time``: us a call of the kernel alone (eval'd one at a time) on llama-3.2
 qwen3-0.6b (every layer), with the weight bytes a call reads and the rate.
 
     PYTHONPATH=/tmp/site:$PWD python3 tools/h200/row_step_probe.py [fast|time|stream|all]
+        [models, for stream: llama-3.2-1b@L3 qwen3-0.6b@L3 llama-3.2-1b by default]
 """
 
 from __future__ import annotations
@@ -111,7 +112,7 @@ def stream_part() -> bool:
     STREAM_VARIANTS = {"0": {}, "4": {row_step.STREAM_ENV: "4"},
                        "va0": {row_step.VALUES_AHEAD_ENV: "0"}}
     same = True
-    for name in ("llama-3.2-1b@L3", "qwen3-0.6b@L3", "llama-3.2-1b"):
+    for name in sys.argv[2:] or ("llama-3.2-1b@L3", "qwen3-0.6b@L3", "llama-3.2-1b"):
         loaded = load_model(name)
         for script in ("alone", "left"):
             runs = {}
