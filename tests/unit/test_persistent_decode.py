@@ -293,3 +293,21 @@ def test_a_one_row_forward_is_built_where_switched_or_by_default(monkeypatch, cu
     got = fast._opted_in("BATCHLAB_TEST_SWITCH", Module, lambda model: "forward", object(),
                          lambda model: default)
     assert got == ("forward" if built else None)
+
+
+def test_the_launch_loads_eight_keys_values_ahead_unless_told_otherwise(monkeypatch):
+    # 8 by default: the H200's paired A/B (reports/bench/cuda-sm90/issue28-stream/); the
+    # environment's value reaches the kernel's template as it is
+    launched = []
+    monkeypatch.setattr(row_step, "_kernel", lambda layers, norms: (
+        lambda inputs, **arguments: launched.append(dict(arguments["template"])) or [None]))
+    shape = (64, 64, 4, 2, 128, 2)
+    h = mx.zeros((1, 64), dtype=mx.bfloat16)
+    for told in (None, "0", "16"):
+        if told is None:
+            monkeypatch.delenv(row_step.VALUES_AHEAD_ENV, raising=False)
+        else:
+            monkeypatch.setenv(row_step.VALUES_AHEAD_ENV, told)
+        row_step.step(h, None, None, None, None, [], shape, False)
+    assert [t["VA"] for t in launched] == [8, 0, 16]
+    assert all(t["STREAM"] == 0 for t in launched)
