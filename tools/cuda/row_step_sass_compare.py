@@ -13,7 +13,8 @@ integer address instructions.
 (cuobjdump runs nvdisasm, which it looks for on PATH.)
 
 NAME=VALUE: template constants beyond the shape's, each given to every kernel whose body
-names it (e.g. STREAM=0: a revision without the constant compiles without it). Exit
+names it and does not declare it (e.g. STREAM=0: a revision without the constant
+compiles without it). Exit
 status 0 when those counts are equal.
 """
 
@@ -96,8 +97,9 @@ def opcodes(module, extra: list[tuple[str, int]], tmp: str) -> collections.Count
 def main() -> int:
     rev, extra = sys.argv[1], [(k, int(v)) for k, v in (a.split("=") for a in sys.argv[2:])]
 
-    def named(module) -> list[tuple[str, int]]:
-        return [(k, v) for k, v in extra if re.search(rf"\b{k}\b", module.BODY)]
+    def named(module) -> list[tuple[str, int]]:  # named by the body, not declared in it
+        return [(k, v) for k, v in extra if re.search(rf"\b{k}\b", module.BODY)
+                and not re.search(rf"constexpr int {k} =", module.BODY)]
 
     with tempfile.TemporaryDirectory() as tmp:
         earlier = _module_at(rev, tmp)

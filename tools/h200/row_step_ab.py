@@ -5,10 +5,11 @@ separate ``batchlab bench`` processes, whose B = 1 step drifts by up to 1.3x for
 code (reports/bench/cuda-sm90/issue28-one-row/).
 
 A variant is a name and its switches, ``name:key=value/key=value``; the keys are
-``stream`` (``BATCHLAB_ROW_STEP_STREAM``), ``ahead`` (``..._VALUES_AHEAD``), ``blocks``,
-``prefetch`` and ``barrier``. ``blocks`` past the SMs needs a kernel of at most 128
-registers a thread (two blocks an SM, all resident: ``row_step_compile_check.py``), or
-the grid barrier never opens. Unset switches keep row_step's defaults.
+``stream`` (``BATCHLAB_ROW_STEP_STREAM``), ``ahead`` (``..._VALUES_AHEAD``), ``warps``
+(``..._WARPS``), ``blocks``, ``prefetch`` and ``barrier``. ``blocks`` past the SMs
+needs a kernel of at most 128 registers a thread (two blocks an SM, all resident:
+``row_step_compile_check.py``), or the grid barrier never opens; so does ``warps=16``
+alone, and the two never together. Unset switches keep row_step's defaults.
 
     PYTHONPATH=/tmp/site:$PWD python3 tools/h200/row_step_ab.py [--model llama-3.2-1b] \
         [--rounds 5] default stream4:stream=4 va0:ahead=0
@@ -28,8 +29,8 @@ from paired import paired_steps  # tools/h200, first on sys.path when run as a s
 from batchlab.engine.kernels import row_step
 
 KEYS = {"stream": row_step.STREAM_ENV, "ahead": row_step.VALUES_AHEAD_ENV,
-        "blocks": row_step.BLOCKS_ENV, "prefetch": row_step.PREFETCH_ENV,
-        "barrier": row_step.BARRIER_ENV}
+        "warps": row_step.WARPS_ENV, "blocks": row_step.BLOCKS_ENV,
+        "prefetch": row_step.PREFETCH_ENV, "barrier": row_step.BARRIER_ENV}
 
 
 def parse(spec: str) -> tuple[str, dict[str, str]]:

@@ -41,19 +41,24 @@ def compiles():
             if used > rs.SHARED_BYTES:
                 print(f"{dtype:8s} {model:12s}: {used} bytes of shared memory, not compiled")
                 continue
-            # the barrier's kind, the L2 prefetch, the streamed products and the values
-            # loaded ahead (row_step's switches)
-            for barrier, prefetch, stream, ahead in ((0, 1, 0, 8), (0, 0, 0, 8), (1, 1, 0, 8),
-                                                     (0, 1, 4, 8), (0, 1, 2, 8), (0, 1, 0, 0),
-                                                     (0, 1, 4, 0)):
+            # the barrier's kind, the L2 prefetch, the streamed products, the values
+            # loaded ahead and the warps a block (row_step's switches)
+            for barrier, prefetch, stream, ahead, warps in (
+                    (0, 1, 0, 8, 8), (0, 0, 0, 8, 8), (1, 1, 0, 8, 8), (0, 1, 4, 8, 8),
+                    (0, 1, 2, 8, 8), (0, 1, 0, 0, 8), (0, 1, 4, 0, 8), (0, 1, 0, 8, 12),
+                    (0, 1, 0, 8, 16)):
+                used = rs.shared_bytes(getattr(mx, dtype), hidden, dim, n_q, inter, layers,
+                                       norms, warps)
+                if used > rs.SHARED_BYTES:
+                    continue
                 consts = [("K", hidden), ("D", dim), ("NQ", n_q), ("NKV", n_kv),
                           ("INTER", inter), ("L", layers),
                           ("NP", len(rs.layer_input_names(norms))), ("QKN", int(norms)),
                           ("MAXS", rs.MAX_SPLITS), ("LD", rs.LOADS), ("SKIP", 0),
                           ("BAR", barrier), ("PF", prefetch), ("STREAM", stream),
-                          ("VA", ahead)]
+                          ("VA", ahead), ("W", warps)]
                 yield (f"row_step {dtype:8s} {model:12s} bar{barrier} pf{prefetch} "
-                       f"stream{stream} va{ahead} smem {used}",
+                       f"stream{stream} va{ahead} w{warps} smem {used}",
                        wrap(rs.source(layers, norms), ctype, consts,
                             rs.input_names(layers, norms)))
 

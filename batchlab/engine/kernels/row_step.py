@@ -32,9 +32,9 @@ may overlap the wait (its measured effect on the H200, within the noise:
 reports/bench/cuda-sm90/issue28-persistent/).
 
 The grid barrier needs every block resident at once: a block (256 threads, at most 48 KiB
-of shared memory, at most 104 registers a thread as ptxas compiled it:
-``tools/h200/row_step_compile_check.py``) fits an SM at least twice, and the launch takes
-one block per SM (``blocks``).
+of shared memory, at most 136 registers a thread as ptxas compiled it, 100-126 at 16-bit:
+``tools/h200/row_step_compile_check.py``) fits an SM, and the launch takes one block per
+SM (``blocks``).
 """
 
 from __future__ import annotations
@@ -49,13 +49,17 @@ from batchlab.engine.kernels.row_chain import HEADER as CHAIN_HEADER
 from batchlab.engine.kernels.row_chain import LOADS
 
 WARPS = 8  # warps a block
-THREADS = 32 * WARPS
+# a probe's switch: warps a block (the products' units spread over more warps; the
+# same sums where a norm's input is at most one 16-byte chunk a thread of 8 warps). At
+# 16, a block takes every register of an SM at 128 a thread: float32 qwen3's kernel
+# (136) cannot launch (tools/h200/row_step_compile_check.py).
+WARPS_ENV = "BATCHLAB_ROW_STEP_WARPS"
 MAX_SPLITS = 32  # slices of the keys a query head's attention is split into, at most
 KEYS_A_SPLIT = 64  # keys a slice aims for: fewer slices below 64 * MAX_SPLITS keys
 SHARED_BYTES = 48 * 1024  # a block's static shared memory, at most
 BLOCKS_ENV = "BATCHLAB_ROW_STEP_BLOCKS"
 SMS = 132  # the H200's SMs, where the driver cannot be asked (sm_count)
-BLOCKS_PER_SM = 1  # a block fits an SM twice over (BLOCKS_ENV may ask for up to 2 an SM)
+BLOCKS_PER_SM = 1  # (BLOCKS_ENV may ask for 2 an SM where the registers allow: blocks())
 # a probe's switch, to time the parts: a mask of the phases whose work is skipped (bits
 # 0-4, phases 1-5) and, bit 5, the grid barriers (wrong results: for timing only)
 SKIP_ENV = "BATCHLAB_ROW_STEP_SKIP"
@@ -324,10 +328,9 @@ __device__ __forceinline__ void load_head(const T* raw, const T* nw, float eps,
 """
 
 # Template constants: T, K (hidden), D (head dim), NQ, NKV, INTER, L (layers), NP
-# (inputs a layer), QKN (head norms), MAXS, LD, SKIP, BAR, PF, STREAM, VA. ``{table}``
-# is filled by ``source``.
+# (inputs a layer), QKN (head norms), MAXS, LD, SKIP, BAR, PF, STREAM, VA, W (warps a
+# block). ``{table}`` is filled by ``source``.
 BODY = """
-    constexpr int W = 8;
     const float NEG_INF = __int_as_float(0xff800000);
     constexpr int HALF = D / 2;
     constexpr int VPT = D / 32;
@@ -685,10 +688,11 @@ def source(layers: int, head_norms: bool) -> str:  # not gated: gpu only
 
 
 def shared_bytes(dtype: mx.Dtype, hidden: int, head_dim: int, n_q: int, inter: int,
-                 layers: int, head_norms: bool) -> int:  # not gated: gpu only
+                 layers: int, head_norms: bool,
+                 warps: int = WARPS) -> int:  # not gated: gpu only
     """The kernel's static shared memory, as ``BODY`` declares it."""
     staged = max(hidden, n_q * head_dim, inter) * dtype.size
-    per_warp = WARPS * head_dim * 4
+    per_warp = warps * head_dim * 4
     return (staged + 32 * 4 + per_warp + head_dim * 4 + n_q * MAX_SPLITS * 4
             + layers * len(layer_input_names(head_norms)) * 8)
 
@@ -709,8 +713,9 @@ def sm_count() -> int | None:  # not gated: gpu only
 
 
 def blocks() -> int:  # not gated: gpu only
-    """The launch's blocks: ``BLOCKS_PER_SM`` an SM, so every block is resident at once (a
-    block fits an SM twice over: BATCHLAB_ROW_STEP_BLOCKS may go up to twice the SMs)."""
+    """The launch's blocks: ``BLOCKS_PER_SM`` an SM, so every block is resident at once
+    (BATCHLAB_ROW_STEP_BLOCKS may go up to twice the SMs where the kernel takes at most
+    128 registers a thread: two blocks of 8 warps an SM)."""
     return int(os.environ.get(BLOCKS_ENV, 0)) or (sm_count() or SMS) * BLOCKS_PER_SM
 
 
@@ -726,15 +731,17 @@ def _kernel(layers: int, head_norms: bool):  # not gated: gpu only
 def _launch_arguments(dtype: mx.Dtype, hidden: int, head_dim: int, n_q: int, n_kv: int,
                       inter: int, layers: int, head_norms: bool, n_blocks: int,
                       skip: int, barrier_kind: int, prefetch: int, stream: int,
-                      values_ahead: int) -> dict:  # not gated: gpu only
+                      values_ahead: int, warps: int) -> dict:  # not gated: gpu only
     per_layer = len(layer_input_names(head_norms))
+    threads = 32 * warps
     return {
         "template": [("T", dtype), ("K", hidden), ("D", head_dim), ("NQ", n_q), ("NKV", n_kv),
                      ("INTER", inter), ("L", layers), ("NP", per_layer),
                      ("QKN", int(head_norms)), ("MAXS", MAX_SPLITS), ("LD", LOADS),
                      ("SKIP", skip), ("BAR", barrier_kind),
-                     ("PF", prefetch), ("STREAM", stream), ("VA", values_ahead)],
-        "grid": (n_blocks * THREADS, 1, 1), "threadgroup": (THREADS, 1, 1),
+                     ("PF", prefetch), ("STREAM", stream), ("VA", values_ahead),
+                     ("W", warps)],
+        "grid": (n_blocks * threads, 1, 1), "threadgroup": (threads, 1, 1),
         "output_shapes": [(1, hidden), ((n_q + 2 * n_kv) * head_dim,), (inter,),
                           (n_q * MAX_SPLITS * (head_dim + 2),)],
         "output_dtypes": [dtype, dtype, dtype, mx.float32]}
@@ -756,6 +763,7 @@ def step(h: mx.array, meta: mx.array, barrier: mx.array, consts: mx.array,
                                   int(os.environ.get(BARRIER_ENV, BARRIER_KIND)),
                                   int(os.environ.get(PREFETCH_ENV, PREFETCH)),
                                   int(os.environ.get(STREAM_ENV, STREAM)),
-                                  int(os.environ.get(VALUES_AHEAD_ENV, VALUES_AHEAD)))
+                                  int(os.environ.get(VALUES_AHEAD_ENV, VALUES_AHEAD)),
+                                  int(os.environ.get(WARPS_ENV, WARPS)))
     return _kernel(layers, head_norms)(
         inputs=[h, meta, barrier, consts, inv_freq, *layer_arrays], **arguments)[0]
