@@ -184,7 +184,7 @@ def test_the_kernels_inputs_and_pointer_table():
     assert len(names) == 5 + 2 * 13
     source = row_step.source(2, False)
     assert "tab[1][10] = l1_values;" in source and "tab[0][0] = l0_in_norm;" in source
-    assert "{table}" not in source and "KEYS_A_SPLIT" not in source
+    assert "{table}" not in source
 
 
 def test_the_step_holds_the_models_constants():
@@ -310,4 +310,4 @@ def test_the_launch_loads_eight_keys_values_ahead_unless_told_otherwise(monkeypa
             monkeypatch.setenv(row_step.VALUES_AHEAD_ENV, told)
         row_step.step(h, None, None, None, None, [], shape, False)
     assert [t["VA"] for t in launched] == [8, 0, 16]
-    assert all(t["STREAM"] == 0 for t in launched)
+    assert all(t["STREAM"] == 0 and t["W"] == 8 and t["KS"] == 64 for t in launched)

@@ -54,7 +54,8 @@ def compiles():
                 consts = [("K", hidden), ("D", dim), ("NQ", n_q), ("NKV", n_kv),
                           ("INTER", inter), ("L", layers),
                           ("NP", len(rs.layer_input_names(norms))), ("QKN", int(norms)),
-                          ("MAXS", rs.MAX_SPLITS), ("LD", rs.LOADS), ("SKIP", 0),
+                          ("MAXS", rs.MAX_SPLITS), ("KS", rs.KEYS_A_SPLIT),
+                          ("LD", rs.LOADS), ("SKIP", 0),
                           ("BAR", barrier), ("PF", prefetch), ("STREAM", stream),
                           ("VA", ahead), ("W", warps)]
                 yield (f"row_step {dtype:8s} {model:12s} bar{barrier} pf{prefetch} "

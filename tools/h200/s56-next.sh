@@ -4,8 +4,9 @@
 #      then fast's values-ahead loop broken on purpose in a copy (8 keys summed in
 #      descending order): STREAM SAME must say no.
 #   2. item 2, the paired A/B in one process: the defaults against 12 and 16 warps a
-#      block (the products' units over more warps: q / k / v in one round at 1B), on
-#      llama-3.2-1b and qwen3-0.6b.
+#      block (the products' units over more warps: q / k / v in one round at 1B) and
+#      slices of 32 keys (twice the attention's warps; another float order, so the gate
+#      in 3 judges it), on llama-3.2-1b and qwen3-0.6b.
 #   3. fast's B = 1 gate with the switches in $2 (k=v,k=v), then fast at 1B B=1 with them
 #      and without, interleaved (s55-next.sh part 4).
 #   4. the table: llama-3.2-1b B 1, 64, 256 (l1, fast, invariant), llama-3.1-8b B=256
@@ -30,9 +31,10 @@ PY
      llama-3.2-1b@L3 qwen3-0.6b@L3 > $R/probe-broken.log 2>&1
    echo "== row_step_probe stream, broken: exit $?"; cat $R/probe-broken.log); pack ;;
 2) for model in llama-3.2-1b qwen3-0.6b; do
-     timeout 200 python3 tools/h200/row_step_ab.py --model $model --rounds 5 default \
-       w12:warps=12 w16:warps=16 > $R/ab-$model.log 2>&1
-     echo "== ab $model: exit $?"; grep -v "^round" $R/ab-$model.log | tail -3; pack
+     timeout 250 python3 tools/h200/row_step_ab.py --model $model --rounds 5 default \
+       w12:warps=12 w16:warps=16 ks32:keys=32 w16-ks32:warps=16/keys=32 \
+       > $R/ab-$model.log 2>&1
+     echo "== ab $model: exit $?"; grep -v "^round" $R/ab-$model.log | tail -5; pack
    done ;;
 3) gate_live gate-b1-env $2 matrices/cuda.toml 'fast/*/B1/*'
    for i in 1 2; do

@@ -56,6 +56,9 @@ WARPS = 8  # warps a block
 WARPS_ENV = "BATCHLAB_ROW_STEP_WARPS"
 MAX_SPLITS = 32  # slices of the keys a query head's attention is split into, at most
 KEYS_A_SPLIT = 64  # keys a slice aims for: fewer slices below 64 * MAX_SPLITS keys
+# a probe's switch: the keys a slice aims for (another float order where it moves the
+# slices' bounds: judged by KL, as the kernel's attention always is)
+KEYS_A_SPLIT_ENV = "BATCHLAB_ROW_STEP_KEYS_A_SPLIT"
 SHARED_BYTES = 48 * 1024  # a block's static shared memory, at most
 BLOCKS_ENV = "BATCHLAB_ROW_STEP_BLOCKS"
 SMS = 132  # the H200's SMs, where the driver cannot be asked (sm_count)
@@ -328,8 +331,8 @@ __device__ __forceinline__ void load_head(const T* raw, const T* nw, float eps,
 """
 
 # Template constants: T, K (hidden), D (head dim), NQ, NKV, INTER, L (layers), NP
-# (inputs a layer), QKN (head norms), MAXS, LD, SKIP, BAR, PF, STREAM, VA, W (warps a
-# block). ``{table}`` is filled by ``source``.
+# (inputs a layer), QKN (head norms), MAXS, KS (keys a slice aims for), LD, SKIP, BAR,
+# PF, STREAM, VA, W (warps a block). ``{table}`` is filled by ``source``.
 BODY = """
     const float NEG_INF = __int_as_float(0xff800000);
     constexpr int HALF = D / 2;
@@ -365,7 +368,7 @@ BODY = """
     const long long cap = meta[3];  // columns of the key and value buffers
     const int cached = idx - start;
     const int most = (nwarps / NQ) < MAXS ? (nwarps / NQ) : MAXS;
-    int splits = (cached + KEYS_A_SPLIT - 1) / KEYS_A_SPLIT;
+    int splits = (cached + KS - 1) / KS;
     splits = splits < 1 ? 1 : (splits > most ? most : splits);
     const int chunk = (cached + splits - 1) / splits;
     const float eps_in = consts[0];
@@ -684,7 +687,7 @@ def source(layers: int, head_norms: bool) -> str:  # not gated: gpu only
     per_layer = layer_input_names(head_norms)
     table = "\n".join(f"        tab[{i}][{j}] = l{i}_{name};"
                       for i in range(layers) for j, name in enumerate(per_layer))
-    return BODY.replace("{table}", table).replace("KEYS_A_SPLIT", str(KEYS_A_SPLIT))
+    return BODY.replace("{table}", table)
 
 
 def shared_bytes(dtype: mx.Dtype, hidden: int, head_dim: int, n_q: int, inter: int,
@@ -731,13 +734,15 @@ def _kernel(layers: int, head_norms: bool):  # not gated: gpu only
 def _launch_arguments(dtype: mx.Dtype, hidden: int, head_dim: int, n_q: int, n_kv: int,
                       inter: int, layers: int, head_norms: bool, n_blocks: int,
                       skip: int, barrier_kind: int, prefetch: int, stream: int,
-                      values_ahead: int, warps: int) -> dict:  # not gated: gpu only
+                      values_ahead: int, warps: int,
+                      keys_a_split: int) -> dict:  # not gated: gpu only
     per_layer = len(layer_input_names(head_norms))
     threads = 32 * warps
     return {
         "template": [("T", dtype), ("K", hidden), ("D", head_dim), ("NQ", n_q), ("NKV", n_kv),
                      ("INTER", inter), ("L", layers), ("NP", per_layer),
-                     ("QKN", int(head_norms)), ("MAXS", MAX_SPLITS), ("LD", LOADS),
+                     ("QKN", int(head_norms)), ("MAXS", MAX_SPLITS), ("KS", keys_a_split),
+                     ("LD", LOADS),
                      ("SKIP", skip), ("BAR", barrier_kind),
                      ("PF", prefetch), ("STREAM", stream), ("VA", values_ahead),
                      ("W", warps)],
@@ -764,6 +769,7 @@ def step(h: mx.array, meta: mx.array, barrier: mx.array, consts: mx.array,
                                   int(os.environ.get(PREFETCH_ENV, PREFETCH)),
                                   int(os.environ.get(STREAM_ENV, STREAM)),
                                   int(os.environ.get(VALUES_AHEAD_ENV, VALUES_AHEAD)),
-                                  int(os.environ.get(WARPS_ENV, WARPS)))
+                                  int(os.environ.get(WARPS_ENV, WARPS)),
+                                  int(os.environ.get(KEYS_A_SPLIT_ENV, KEYS_A_SPLIT)))
     return _kernel(layers, head_norms)(
         inputs=[h, meta, barrier, consts, inv_freq, *layer_arrays], **arguments)[0]
