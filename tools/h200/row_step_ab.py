@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import os
 from contextlib import contextmanager
+from unittest import mock
 
 from paired import paired_steps  # tools/h200, first on sys.path when run as a script
 
@@ -58,18 +59,11 @@ def main() -> None:
 
     @contextmanager
     def variant(name: str):
-        saved = {key: os.environ.get(key) for key in KEYS.values()}
-        for key in KEYS.values():
-            os.environ.pop(key, None)
-        os.environ.update(variants[name])
-        try:
+        with mock.patch.dict(os.environ):  # the environment as it was, afterwards
+            for key in KEYS.values():
+                os.environ.pop(key, None)
+            os.environ.update(variants[name])
             yield
-        finally:
-            for key, value in saved.items():
-                if value is None:
-                    os.environ.pop(key, None)
-                else:
-                    os.environ[key] = value
 
     paired_steps(args.model, 1, args.rounds, list(variants), variant)
 
