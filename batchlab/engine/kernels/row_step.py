@@ -31,10 +31,10 @@ round, and before a barrier for its first round after it (``PREFETCH``), so thei
 may overlap the wait (its measured effect on the H200, within the noise:
 reports/bench/cuda-sm90/issue28-persistent/).
 
-The grid barrier needs every block resident at once: a block (256 threads, at most 48 KiB
-of shared memory, at most 136 registers a thread as ptxas compiled it, 100-126 at 16-bit:
-``tools/h200/row_step_compile_check.py``) fits an SM, and the launch takes one block per
-SM (``blocks``).
+The grid barrier needs every block resident at once: a block (256 threads by default, at
+most 48 KiB of shared memory, at most 136 registers a thread as ptxas compiled it, 100-126
+at 16-bit: ``tools/h200/row_step_compile_check.py``) fits an SM, and the launch takes one
+block per SM (``blocks``).
 """
 
 from __future__ import annotations
