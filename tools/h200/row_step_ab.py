@@ -6,8 +6,8 @@ code (reports/bench/cuda-sm90/issue28-one-row/).
 
 A variant is a name and its switches, ``name:key=value/key=value``; the keys are
 ``stream`` (``BATCHLAB_ROW_STEP_STREAM``), ``ahead`` (``..._VALUES_AHEAD``), ``warps``
-(``..._WARPS``), ``keys`` (``..._KEYS_A_SPLIT``), ``blocks``, ``prefetch`` and
-``barrier``. ``blocks`` past the SMs
+(``..._WARPS``), ``keys`` (``..._KEYS_A_SPLIT``), ``merge`` (``..._MERGE``), ``blocks``,
+``prefetch`` and ``barrier``. ``blocks`` past the SMs
 needs a kernel of at most 128 registers a thread (two blocks an SM, all resident:
 ``row_step_compile_check.py``), or the grid barrier never opens; so does ``warps=16``
 alone, and the two never together. Unset switches keep row_step's defaults.
@@ -32,7 +32,7 @@ from batchlab.engine.kernels import row_step
 
 KEYS = {"stream": row_step.STREAM_ENV, "ahead": row_step.VALUES_AHEAD_ENV,
         "warps": row_step.WARPS_ENV, "keys": row_step.KEYS_A_SPLIT_ENV,
-        "blocks": row_step.BLOCKS_ENV,
+        "merge": row_step.MERGE_ENV, "blocks": row_step.BLOCKS_ENV,
         "prefetch": row_step.PREFETCH_ENV, "barrier": row_step.BARRIER_ENV}
 
 

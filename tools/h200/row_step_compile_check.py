@@ -43,10 +43,11 @@ def compiles():
                 continue
             # the barrier's kind, the L2 prefetch, the streamed products, the values
             # loaded ahead and the warps a block (row_step's switches)
-            for barrier, prefetch, stream, ahead, warps in (
-                    (0, 1, 0, 8, 8), (0, 0, 0, 8, 8), (1, 1, 0, 8, 8), (0, 1, 4, 8, 8),
-                    (0, 1, 2, 8, 8), (0, 1, 0, 0, 8), (0, 1, 4, 0, 8), (0, 1, 0, 8, 12),
-                    (0, 1, 0, 8, 16)):
+            for barrier, prefetch, stream, ahead, warps, merge in (
+                    (0, 1, 0, 8, 8, 0), (0, 0, 0, 8, 8, 0), (1, 1, 0, 8, 8, 0),
+                    (0, 1, 4, 8, 8, 0), (0, 1, 2, 8, 8, 0), (0, 1, 0, 0, 8, 0),
+                    (0, 1, 4, 0, 8, 0), (0, 1, 0, 8, 12, 0), (0, 1, 0, 8, 16, 0),
+                    (0, 1, 0, 8, 8, 1), (0, 1, 0, 8, 16, 1)):
                 used = rs.shared_bytes(getattr(mx, dtype), hidden, dim, n_q, inter, layers,
                                        norms, warps)
                 if used > rs.SHARED_BYTES:
@@ -57,9 +58,9 @@ def compiles():
                           ("MAXS", rs.MAX_SPLITS), ("KS", rs.KEYS_A_SPLIT),
                           ("LD", rs.LOADS), ("SKIP", 0),
                           ("BAR", barrier), ("PF", prefetch), ("STREAM", stream),
-                          ("VA", ahead), ("W", warps)]
+                          ("VA", ahead), ("W", warps), ("MG", merge)]
                 yield (f"row_step {dtype:8s} {model:12s} bar{barrier} pf{prefetch} "
-                       f"stream{stream} va{ahead} w{warps} smem {used}",
+                       f"stream{stream} va{ahead} w{warps} mg{merge} smem {used}",
                        wrap(rs.source(layers, norms), ctype, consts,
                             rs.input_names(layers, norms)))
 

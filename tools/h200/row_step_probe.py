@@ -17,8 +17,8 @@ the steps the kernel took (``PERSISTENT STEPS``, never 0), and the kernel's run 
 
 Part ``stream``: the kernel's switches against its defaults: the products through
 ``stream_pairs`` (``BATCHLAB_ROW_STEP_STREAM=4``), the values loaded key by key
-(``..._VALUES_AHEAD=0``), 16 warps a block (``..._WARPS=16``): the same bytes on both
-scripts (``STREAM SAME yes``). Time them with
+(``..._VALUES_AHEAD=0``), 16 warps a block (``..._WARPS=16``), the merge slice by slice
+(``..._MERGE=1``): the same bytes on both scripts (``STREAM SAME yes``). Time them with
 ``row_step_ab.py`` (part ``time`` evaluates each call alone: the host's sync, not the
 kernel, at these sizes).
 
@@ -110,10 +110,12 @@ def stream_part() -> bool:
 
     # the switches against the defaults (the same sums): the products streamed (4 chunks
     # a batch), the values loaded key by key, 16 warps a block (the same sums where a
-    # norm's input is at most a chunk a thread of 8 warps: these models)
+    # norm's input is at most a chunk a thread of 8 warps: these models), the merge slice
+    # by slice
     STREAM_VARIANTS = {"0": {}, "4": {row_step.STREAM_ENV: "4"},
                        "va0": {row_step.VALUES_AHEAD_ENV: "0"},
-                       "w16": {row_step.WARPS_ENV: "16"}}
+                       "w16": {row_step.WARPS_ENV: "16"},
+                       "mg": {row_step.MERGE_ENV: "1"}}
     same = True
     for name in sys.argv[2:] or ("llama-3.2-1b@L3", "qwen3-0.6b@L3", "llama-3.2-1b"):
         loaded = load_model(name)

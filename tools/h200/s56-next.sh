@@ -1,12 +1,13 @@
 # Issue 28, twenty-fourth round (prepared in the twenty-third; reports/bench/cuda-sm90/
 # issue28-stream/ holds the twenty-third's).
-#   1. STREAM SAME with 16 warps a block among the switches (row_step_probe.py stream),
+#   1. STREAM SAME with 16 warps a block and the merge slice by slice among the switches
+#      (row_step_probe.py stream),
 #      then fast's values-ahead loop broken on purpose in a copy (8 keys summed in
 #      descending order): STREAM SAME must say no.
 #   2. item 2, the paired A/B in one process: the defaults against 12 and 16 warps a
 #      block (the products' units over more warps: q / k / v in one round at 1B) and
 #      slices of 32 keys (twice the attention's warps; another float order, so the gate
-#      in 3 judges it), on llama-3.2-1b and qwen3-0.6b.
+#      in 3 judges it), and the merge slice by slice, on llama-3.2-1b and qwen3-0.6b.
 #   3. fast's B = 1 gate with the switches in $2 (k=v,k=v), then fast at 1B B=1 with them
 #      and without, interleaved (s55-next.sh part 4).
 #   4. the table: llama-3.2-1b B 1, 64, 256 (l1, fast, invariant), llama-3.1-8b B=256
@@ -16,7 +17,7 @@ set -u
 R=$OUT/n$1 TAG=n$1
 source tools/h200/bench-lib.sh
 case "$1" in
-1) timeout 300 python3 tools/h200/row_step_probe.py stream > $R/probe-stream.log 2>&1
+1) timeout 400 python3 tools/h200/row_step_probe.py stream > $R/probe-stream.log 2>&1
    echo "== row_step_probe stream: exit $?"; cat $R/probe-stream.log; pack
    mkdir -p /tmp/broken && tar cf - --exclude=.gpu-stage . | tar xf - -C /tmp/broken
    (cd /tmp/broken && python3 - <<'PY'
@@ -27,14 +28,14 @@ at = s.index(loop, s.index(loop) + 1)  # the arithmetic's loop: the keys summed 
 open(p, "w").write(s[:at] + "for (int k = VA - 1; k >= 0; --k) {" + s[at + len(loop):])
 PY
    grep -c "k = VA - 1" batchlab/engine/kernels/row_step.py
-   PYTHONPATH=/tmp/site:/tmp/broken timeout 200 python3 tools/h200/row_step_probe.py stream \
+   PYTHONPATH=/tmp/site:/tmp/broken timeout 150 python3 tools/h200/row_step_probe.py stream \
      llama-3.2-1b@L3 qwen3-0.6b@L3 > $R/probe-broken.log 2>&1
    echo "== row_step_probe stream, broken: exit $?"; cat $R/probe-broken.log); pack ;;
 2) for model in llama-3.2-1b qwen3-0.6b; do
      timeout 250 python3 tools/h200/row_step_ab.py --model $model --rounds 5 default \
-       w12:warps=12 w16:warps=16 ks32:keys=32 w16-ks32:warps=16/keys=32 \
+       w12:warps=12 w16:warps=16 ks32:keys=32 w16-ks32:warps=16/keys=32 mg:merge=1 \
        > $R/ab-$model.log 2>&1
-     echo "== ab $model: exit $?"; grep -v "^round" $R/ab-$model.log | tail -5; pack
+     echo "== ab $model: exit $?"; grep -v "^round" $R/ab-$model.log | tail -6; pack
    done ;;
 3) gate_live gate-b1-env $2 matrices/cuda.toml 'fast/*/B1/*'
    for i in 1 2; do

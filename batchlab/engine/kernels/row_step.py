@@ -59,6 +59,10 @@ KEYS_A_SPLIT = 64  # keys a slice aims for: fewer slices below 64 * MAX_SPLITS k
 # a probe's switch: the keys a slice aims for (another float order where it moves the
 # slices' bounds: judged by KL, as the kernel's attention always is)
 KEYS_A_SPLIT_ENV = "BATCHLAB_ROW_STEP_KEYS_A_SPLIT"
+# a probe's switch: 1 merges the attention's slices into its output slice by slice, a
+# thread's elements inner (the same sums), where 0 walks each element's slices in turn
+MERGE_ENV = "BATCHLAB_ROW_STEP_MERGE"
+MERGE = 0
 SHARED_BYTES = 48 * 1024  # a block's static shared memory, at most
 BLOCKS_ENV = "BATCHLAB_ROW_STEP_BLOCKS"
 SMS = 132  # the H200's SMs, where the driver cannot be asked (sm_count)
@@ -332,7 +336,8 @@ __device__ __forceinline__ void load_head(const T* raw, const T* nw, float eps,
 
 # Template constants: T, K (hidden), D (head dim), NQ, NKV, INTER, L (layers), NP
 # (inputs a layer), QKN (head norms), MAXS, KS (keys a slice aims for), LD, SKIP, BAR,
-# PF, STREAM, VA, W (warps a block). ``{table}`` is filled by ``source``.
+# PF, STREAM, VA, W (warps a block), MG (the merge's order of loads). ``{table}`` is
+# filled by ``source``.
 BODY = """
     const float NEG_INF = __int_as_float(0xff800000);
     constexpr int HALF = D / 2;
@@ -579,18 +584,45 @@ BODY = """
         }
         __syncthreads();
         constexpr int TH = W * 32;
+        constexpr int PER = (QD + TH - 1) / TH;  // elements a thread
+        if (MG) {
+            // the slices outer, a thread's elements inner: its loads of every element for
+            // several slices in flight together; each element still sums the slices in
+            // ascending order
+            float o[PER];
+#pragma unroll
+            for (int i = 0; i < PER; ++i) o[i] = 0.0f;
 #pragma unroll 2
-        for (int i = 0; i < (QD + TH - 1) / TH; ++i) {
-            const int e = threadIdx.x + TH * i;
-            if (e < QD) {
-                const int qh = e / D;
-                const float* pt = part + (long long)qh * MAXS * (D + 2) + 2 + e % D;
-                float o = 0.0f;
-#pragma unroll 4
-                for (int s = 0; s < splits; ++s) {
-                    o = fmaf(wts[qh * MAXS + s], __ldcg(pt + s * (D + 2)), o);
+            for (int s = 0; s < splits; ++s) {
+#pragma unroll
+                for (int i = 0; i < PER; ++i) {
+                    const int e = threadIdx.x + TH * i;
+                    if (e < QD) {
+                        const int qh = e / D;
+                        const float* pt = part + (long long)qh * MAXS * (D + 2) + 2 + e % D;
+                        o[i] = fmaf(wts[qh * MAXS + s], __ldcg(pt + s * (D + 2)), o[i]);
+                    }
                 }
-                xs[e] = static_cast<T>(o);
+            }
+#pragma unroll
+            for (int i = 0; i < PER; ++i) {
+                const int e = threadIdx.x + TH * i;
+                if (e < QD) xs[e] = static_cast<T>(o[i]);
+            }
+        } else {
+#pragma unroll 2
+            for (int i = 0; i < PER; ++i) {
+                const int e = threadIdx.x + TH * i;
+                if (e < QD) {
+                    const int qh = e / D;
+                    const float* pt = part + (long long)qh * MAXS * (D + 2) + 2 + e % D;
+                    float o = 0.0f;
+#pragma unroll 4
+                    for (int s = 0; s < splits; ++s) {
+                        o = fmaf(wts[qh * MAXS + s], __ldcg(pt + s * (D + 2)), o);
+                    }
+                    xs[e] = static_cast<T>(o);
+                }
             }
         }
         __syncthreads();
@@ -734,8 +766,8 @@ def _kernel(layers: int, head_norms: bool):  # not gated: gpu only
 def _launch_arguments(dtype: mx.Dtype, hidden: int, head_dim: int, n_q: int, n_kv: int,
                       inter: int, layers: int, head_norms: bool, n_blocks: int,
                       skip: int, barrier_kind: int, prefetch: int, stream: int,
-                      values_ahead: int, warps: int,
-                      keys_a_split: int) -> dict:  # not gated: gpu only
+                      values_ahead: int, warps: int, keys_a_split: int,
+                      merge: int) -> dict:  # not gated: gpu only
     per_layer = len(layer_input_names(head_norms))
     threads = 32 * warps
     return {
@@ -745,7 +777,7 @@ def _launch_arguments(dtype: mx.Dtype, hidden: int, head_dim: int, n_q: int, n_k
                      ("LD", LOADS),
                      ("SKIP", skip), ("BAR", barrier_kind),
                      ("PF", prefetch), ("STREAM", stream), ("VA", values_ahead),
-                     ("W", warps)],
+                     ("W", warps), ("MG", merge)],
         "grid": (n_blocks * threads, 1, 1), "threadgroup": (threads, 1, 1),
         "output_shapes": [(1, hidden), ((n_q + 2 * n_kv) * head_dim,), (inter,),
                           (n_q * MAX_SPLITS * (head_dim + 2),)],
@@ -770,6 +802,7 @@ def step(h: mx.array, meta: mx.array, barrier: mx.array, consts: mx.array,
                                   int(os.environ.get(STREAM_ENV, STREAM)),
                                   int(os.environ.get(VALUES_AHEAD_ENV, VALUES_AHEAD)),
                                   int(os.environ.get(WARPS_ENV, WARPS)),
-                                  int(os.environ.get(KEYS_A_SPLIT_ENV, KEYS_A_SPLIT)))
+                                  int(os.environ.get(KEYS_A_SPLIT_ENV, KEYS_A_SPLIT)),
+                                  int(os.environ.get(MERGE_ENV, MERGE)))
     return _kernel(layers, head_norms)(
         inputs=[h, meta, barrier, consts, inv_freq, *layer_arrays], **arguments)[0]
