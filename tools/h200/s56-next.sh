@@ -12,6 +12,8 @@
 #      and without, interleaved (s55-next.sh part 4).
 #   4. the table: llama-3.2-1b B 1, 64, 256 (l1, fast, invariant), llama-3.1-8b B=256
 #      (l1, fast, invariant: items 1 and 3).
+#   5. Nsight Compute over one fast step at 1B B=1 (every kernel timed alone): where the
+#      step's time goes with the values ahead.
 # Run as: bash tools/h200/s56-next.sh N [env] (after staging; bench-lib's environment)
 set -u
 R=$OUT/n$1 TAG=n$1
@@ -44,4 +46,5 @@ PY
    done ;;
 4) bench 1b-table - llama-3.2-1b 1,64,256 l1,fast,invariant 2 280
    bench 8b-256 - llama-3.1-8b 256 l1,fast,invariant 3 200 ;;
+5) ncu_step 1b-fast - llama-3.2-1b 1 fast 3 120 ;;
 esac
