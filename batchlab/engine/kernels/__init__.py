@@ -8,4 +8,5 @@
     row_prefill.py           the invariant path's batched prefill attention
     row_gemm.py              the invariant path's row-invariant decode GEMM
     row_chain.py             fast's one-row decode layer as four kernels (opt-in)
+    row_step.py              fast's one-row decode step, every layer in one persistent kernel
 """
