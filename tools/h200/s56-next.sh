@@ -14,6 +14,9 @@
 #      (l1, fast, invariant: items 1 and 3).
 #   5. Nsight Compute over one fast step at 1B B=1 (every kernel timed alone): where the
 #      step's time goes with the values ahead.
+#   6. item 1's remaining 10-13%: Nsight Compute over one llama-3.1-8b B=256 step of the
+#      invariant path and one of l1, kernel by kernel (the row GEMM against MLX's GEMMs,
+#      the row attention against MLX's SDPA).
 # Run as: bash tools/h200/s56-next.sh N [env] (after staging; bench-lib's environment)
 set -u
 R=$OUT/n$1 TAG=n$1
@@ -47,4 +50,6 @@ PY
 4) bench 1b-table - llama-3.2-1b 1,64,256 l1,fast,invariant 2 280
    bench 8b-256 - llama-3.1-8b 256 l1,fast,invariant 3 200 ;;
 5) ncu_step 1b-fast - llama-3.2-1b 1 fast 3 120 ;;
+6) ncu_step 8b-inv - llama-3.1-8b 256 invariant 2 280
+   ncu_step 8b-l1 - llama-3.1-8b 256 l1 2 280 ;;
 esac
