@@ -42,8 +42,9 @@ def _matrix_args(p: argparse.ArgumentParser, goldens: bool = True) -> None:
 def _engine_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--engine", default="batchlab",
                    help="the subject under test: batchlab (default; the cell's path picks "
-                        "the engine path), mlx-lm (its BatchGenerator), module:factory, or "
-                        "'process:CMD ARGS' (a peer speaking docs/wire-protocol.md)")
+                        "the engine path), mlx-lm (its BatchGenerator), module:factory, "
+                        "'process:CMD ARGS' (a peer speaking docs/wire-protocol.md), or "
+                        "files:DIR (trajectories written offline; docs/subjects.md)")
     p.add_argument("--timeout", type=float, default=None,
                    help="seconds a process subject may take to answer one message "
                         "(default 120); past it the cell is ERROR")

@@ -21,8 +21,8 @@ from batchlab.report.summary import exit_status, summary_line
 def list_command(args, console) -> int:
     cells = select(load_matrix(args.matrix), args.filter, None)
     for cell in cells:
-        console.print(cell.id, markup=False, highlight=False)
-    console.print(f"{len(cells)} cells", style="dim")
+        console.print(cell.id, markup=False, highlight=False, soft_wrap=True)
+    console.print(f"{len(cells)} cells", style="dim", soft_wrap=True)
     return 0
 
 

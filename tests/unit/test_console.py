@@ -131,3 +131,17 @@ def test_judging_commands_run_float32_matmuls_at_float32_and_the_bench_keeps_tf3
     main(["bench", "report", "--out", "/nonexistent-batchlab-bench"])
     assert TF32_ENV not in os.environ
     capsys.readouterr()
+
+
+def test_matrix_list_prints_each_id_on_one_line_however_narrow_the_console():
+    """Piped into wc, grep or a --filter, an id split over two lines is two wrong ids."""
+    from batchlab.cells.select import select
+    from batchlab.cells.spec import load_matrix
+    from batchlab.commands.matrix import list_command
+
+    console = log_console(width=40)
+    args = SimpleNamespace(matrix="matrices/default.toml", filter="pb2_cb2")
+    assert list_command(args, console) == 0
+    ids = [c.id for c in select(load_matrix("matrices/default.toml"), "pb2_cb2", None)]
+    assert max(len(i) for i in ids) > 40
+    assert console.file.getvalue().splitlines() == [*ids, f"{len(ids)} cells"]
