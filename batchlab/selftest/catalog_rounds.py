@@ -18,6 +18,7 @@ from batchlab.selftest import (
     tester3_bugs,
     tester4_bugs,
     tester5_bugs,
+    tester6_bugs,
     tester_bugs,
     zoo2_bugs,
     zoo3_bugs,
@@ -276,6 +277,13 @@ ROUND_BUGS: tuple[SeededBug, ...] = (
          "rule: a batch switches on the first write at which any row has reached the start "
          "(engine/paths/quantized/kv.py passed_start); the tester's start-split cell passed "
          "it under the whole cell's KL gate until the on-time rows were judged bit for bit"),
+    # -- the outside tester's sixth round: its one miss, closed (reports/gate/outside-tester-r6/)
+    _bug("blocked-prefills-state-together",
+         "invariant-blocked/rwkv7/B3/explicit/padded-sampled-row/*",
+         tester6_bugs.blocked_prefills_state_together,
+         "rule: in blocked mode a model whose layers are not all RowKV prefills each "
+         "prompt alone (engine/paths/invariant/path.py InvariantScheduler.__init__); no "
+         "rwkv7 cell ran blocked before the tester's padded-sampled-row cell"),
     # -- the zoo's multi-head latent attention models (zoo2): the row kernels and MLA
     _bug("invariant-rows-drop-latent-scores",
          "invariant-blocked/kimi-linear/B3/ragged/join-evict/*,"
