@@ -40,7 +40,7 @@ from mlx import nn
 
 from batchlab.bench.engines import Driver, engines_at, sync
 from batchlab.bench.measure import BenchSpec, gc_paused, interleaved
-from batchlab.engine.paths import chain_decode, flat_decode, persistent_decode
+from batchlab.engine.paths.fast import chain_decode, flat_decode, persistent_decode
 
 
 @dataclass(slots=True)

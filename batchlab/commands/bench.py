@@ -33,9 +33,9 @@ def add_bench_parser(sub) -> None:
                    "on a 2-core CPU caught OS hiccups in some repeats only)")
     p.add_argument("--paths", default="l1",
                    help="batchlab paths to time, comma list: l1, fast (l1 minus all-True "
-                   "decode masks; see engine/paths/fast.py), compiled (a traced decode forward, "
-                   "full-attention models; see engine/paths/compiled.py), invariant (each "
-                   "row equal to itself alone; see engine/paths/invariant/)")
+                   "decode masks; see engine/paths/fast/), compiled (a traced decode "
+                   "forward, full-attention models; see engine/paths/compiled.py), "
+                   "invariant (each row equal to itself alone; see engine/paths/invariant/)")
     p.add_argument("--repeats", type=int, default=8,
                    help="timed runs per engine and B (8: enough for the 'slower' test to "
                    "flag a cell among up to 9 B, Holm-corrected)")

@@ -1,10 +1,10 @@
 """Seeded bugs in ``fast``'s decode forward on flat hidden states
-(``batchlab/engine/paths/flat_decode.py``) and its fused projections
-(``batchlab/engine/paths/fused_projections.py``)."""
+(``batchlab/engine/paths/fast/flat_decode.py``) and its fused projections
+(``batchlab/engine/paths/fast/fused_projections.py``)."""
 
 from __future__ import annotations
 
-from batchlab.engine.paths import flat_decode, fused_projections
+from batchlab.engine.paths.fast import flat_decode, fused_projections
 from batchlab.selftest.inject import Patch, wrapped
 
 

@@ -244,7 +244,7 @@ def test_slower_cells_are_counted_over_the_family():
 def test_profile_end_to_end_splits_every_engine_and_restores_the_hooks(tmp_path):
     import mlx.core as mx
 
-    from batchlab.engine.paths import flat_decode
+    from batchlab.engine.paths.fast import flat_decode
 
     model_cls = type(load("llama").model)
     forward, async_eval, eval_ = model_cls.__call__, mx.async_eval, mx.eval
@@ -288,7 +288,7 @@ def test_profile_counts_fasts_one_row_forwards_as_forward_build(monkeypatch, mod
 
     from batchlab.bench.profile import _Clock, timing_hooks
 
-    cls = getattr(importlib.import_module(f"batchlab.engine.paths.{module}"), forward)
+    cls = getattr(importlib.import_module(f"batchlab.engine.paths.fast.{module}"), forward)
 
     def slow_logits(self, tokens, caches):
         time.sleep(0.002)

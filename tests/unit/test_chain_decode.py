@@ -18,7 +18,7 @@ from mlx_lm.models.rope_utils import initialize_rope
 from test_flat_decode import COMMON, emissions, tiny
 
 from batchlab.engine.kernels import row_chain
-from batchlab.engine.paths import chain_decode
+from batchlab.engine.paths.fast import chain_decode
 
 
 def _module_ops(monkeypatch, model: nn.Module) -> None:
@@ -46,7 +46,7 @@ def _module_ops(monkeypatch, model: nn.Module) -> None:
 
 def chain_emissions(monkeypatch, model: nn.Module, lengths: tuple[int, ...],
                     drop_attention_residual: bool = False):
-    from batchlab.engine.paths import fast
+    from batchlab.engine.paths.fast import path as fast
 
     calls = []
     real = chain_decode.RowChain.logits

@@ -11,8 +11,8 @@ from mlx_lm.models import gemma, llama, qwen3
 
 from batchlab.engine.core.batch import Request
 from batchlab.engine.core.config import ScheduleConfig
-from batchlab.engine.paths import fast
-from batchlab.engine.paths.flat_decode import supports
+from batchlab.engine.paths.fast import path as fast
+from batchlab.engine.paths.fast.flat_decode import supports
 
 COMMON = {"hidden_size": 32, "num_hidden_layers": 2, "intermediate_size": 48,
           "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 8,

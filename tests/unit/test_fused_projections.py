@@ -9,7 +9,7 @@ import mlx.core as mx
 from mlx import nn
 from mlx_lm.models import llama
 
-from batchlab.engine.paths.fused_projections import (
+from batchlab.engine.paths.fast.fused_projections import (
     GATE_UP,
     ONE_ROW_GROUPS,
     QKV,
@@ -113,7 +113,8 @@ def test_fast_fuses_one_row_on_the_cpu_and_on_cuda_and_from_64_rows_when_switche
         monkeypatch):
     from contextlib import contextmanager
 
-    from batchlab.engine.paths import fast, fused_projections
+    from batchlab.engine.paths.fast import fused_projections
+    from batchlab.engine.paths.fast import path as fast
 
     entered = []
 

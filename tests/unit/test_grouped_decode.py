@@ -12,7 +12,7 @@ import pytest
 
 from batchlab.engine.kernels import grouped_decode as gd
 from batchlab.engine.kernels import grouped_decode_looped as looped
-from batchlab.engine.paths.fast import FastScheduler, GroupedDecodeKV, UnmaskedDecodeKV
+from batchlab.engine.paths.fast.path import FastScheduler, GroupedDecodeKV, UnmaskedDecodeKV
 
 
 def test_the_kernel_fits_only_calls_of_mlx_s_one_pass_arithmetic():

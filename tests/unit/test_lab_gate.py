@@ -7,7 +7,7 @@ import numpy as np
 
 from batchlab.cells.result import CellResult
 from batchlab.cells.spec import expand
-from batchlab.engine.paths.fast import UnmaskedDecodeKV
+from batchlab.engine.paths.fast.path import UnmaskedDecodeKV
 from batchlab.golden.store import Golden, Stamp
 from batchlab.judging.compare import first_divergence
 from batchlab.judging.judging import judging_for

@@ -27,7 +27,8 @@ from batchlab.cells.select import select
 from batchlab.cells.spec import expand
 from batchlab.engine.caches.kv import BatchKV
 from batchlab.engine.kernels import row_step
-from batchlab.engine.paths import fast, persistent_decode
+from batchlab.engine.paths.fast import path as fast
+from batchlab.engine.paths.fast import persistent_decode
 
 
 def kernel_as_ops(model_of, write_cache: bool = True):

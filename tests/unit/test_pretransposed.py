@@ -15,7 +15,7 @@ import pytest
 from mlx import nn
 
 from batchlab.engine.core.layers import make_batch_caches
-from batchlab.engine.paths.pretransposed import (
+from batchlab.engine.paths.fast.pretransposed import (
     PretransposedEmbedding,
     PretransposedLinear,
     pretransposed_model,
@@ -70,7 +70,7 @@ def test_a_biased_projection_and_the_weights_are_shared():
 
 
 def test_fast_builds_the_clone_only_when_switched_on_on_cuda(monkeypatch):
-    from batchlab.engine.paths import fast
+    from batchlab.engine.paths.fast import path as fast
 
     model = load("llama").model
     monkeypatch.setenv("BATCHLAB_FAST_PRETRANSPOSE", "1")

@@ -95,7 +95,7 @@ def err(out, ref) -> float:
 
 
 def kernels_part() -> bool:
-    from batchlab.engine.paths.chain_decode import RowChain
+    from batchlab.engine.paths.fast.chain_decode import RowChain
 
     accurate = repeat = True
     for name in SHAPES:
@@ -136,7 +136,7 @@ def time_part() -> bool:
 
 
 def time_shape(name: str) -> None:
-    from batchlab.engine.paths.chain_decode import RowChain
+    from batchlab.engine.paths.fast.chain_decode import RowChain
 
     model, layer, h = layer_inputs(name)
     chain = RowChain(model)
@@ -188,7 +188,7 @@ def slices_part() -> bool:
 
 
 def slices_shape(name: str) -> None:
-    from batchlab.engine.paths.chain_decode import RowChain
+    from batchlab.engine.paths.fast.chain_decode import RowChain
 
     model, layer, h = layer_inputs(name)
     lay = RowChain(model).layers[0]

@@ -435,7 +435,7 @@ def one_row_part() -> bool:
     """fast's one-row steps with fused products against the separate ones, on the flat
     forward and the modules': tokens and logprob bytes, and the fused products counted."""
     from batchlab.bench.shapes import load_model
-    from batchlab.engine.paths import fused_projections as fp
+    from batchlab.engine.paths.fast import fused_projections as fp
 
     products = [0]
     real = fp._Group.product

@@ -29,7 +29,7 @@ from unittest import mock
 import mlx.core as mx
 
 from batchlab.bench.shapes import load_model
-from batchlab.engine.paths import flat_decode
+from batchlab.engine.paths.fast import flat_decode
 from gqa_exact_probe import timed  # tools/h200, first on sys.path when run as a script
 from paired import paired_steps
 

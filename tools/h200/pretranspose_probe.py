@@ -21,8 +21,8 @@ import sys
 import mlx.core as mx
 import numpy as np
 
-from batchlab.engine.paths import fast
-from batchlab.engine.paths import pretransposed as pt
+from batchlab.engine.paths.fast import path as fast
+from batchlab.engine.paths.fast import pretransposed as pt
 
 SHAPES = ("llama-3.2-1b@L3", "qwen3-0.6b@L3", "llama-3.1-8b@L2")
 

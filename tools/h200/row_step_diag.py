@@ -20,7 +20,7 @@ import mlx.core as mx
 from batchlab.bench.shapes import load_model
 from batchlab.engine.caches.kv import BatchKV
 from batchlab.engine.kernels import row_step
-from batchlab.engine.paths.persistent_decode import RowStep
+from batchlab.engine.paths.fast.persistent_decode import RowStep
 
 
 def caches_for(step, width=200):

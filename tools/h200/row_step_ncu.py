@@ -9,7 +9,7 @@ from __future__ import annotations
 import mlx.core as mx
 
 from batchlab.bench.shapes import load_model
-from batchlab.engine.paths.persistent_decode import RowStep
+from batchlab.engine.paths.fast.persistent_decode import RowStep
 from tools.h200.row_step_diag import caches_for
 
 model = load_model("llama-3.2-1b").model

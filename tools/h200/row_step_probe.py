@@ -1,5 +1,5 @@
 """Issue 28, item 2: fast's one-row step as one kernel for all the layers
-(``BATCHLAB_FAST_PERSISTENT=1``: ``kernels/row_step.py``, ``paths/persistent_decode.py``)
+(``BATCHLAB_FAST_PERSISTENT=1``: ``kernels/row_step.py``, ``paths/fast/persistent_decode.py``)
 on the H200: right, repeatable, faster?
 
 Part ``fast``: fast's scheduler at B = 1 with the kernel against fast without it (random
@@ -48,7 +48,7 @@ def run(model, vocab: int, script: str) -> tuple[list, int]:
     """(emissions, steps the kernel took) of fast's scheduler on ``script``."""
     from batchlab.engine.core.batch import Request
     from batchlab.engine.core.config import ScheduleConfig
-    from batchlab.engine.paths import persistent_decode
+    from batchlab.engine.paths.fast import persistent_decode
     from batchlab.engine.paths.registry import PATHS
 
     taken = [0]
@@ -140,7 +140,7 @@ def stream_part() -> bool:
 def time_part() -> bool:
     from batchlab.bench.shapes import load_model
     from batchlab.engine.caches.kv import BatchKV
-    from batchlab.engine.paths.persistent_decode import RowStep
+    from batchlab.engine.paths.fast.persistent_decode import RowStep
 
     for name in ("llama-3.2-1b", "qwen3-0.6b"):
         model = load_model(name).model

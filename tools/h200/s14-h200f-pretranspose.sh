@@ -1,5 +1,5 @@
 # Issue 28 item 2, for the next session (NOT RUN in h200f: no device time left in its
-# grant): BATCHLAB_FAST_PRETRANSPOSE=1 (engine/paths/pretransposed.py: W.T made once, one
+# grant): BATCHLAB_FAST_PRETRANSPOSE=1 (engine/paths/fast/pretransposed.py: W.T made once, one
 # node fewer per projection) on the H200. 1. the probe: the fast path's tokens and
 # logprob bytes with it and without it (PRETRANSPOSE SAME yes); 2. nodes per B=1 submit;
 # 3. the fast cells of matrices/cuda.toml with it (116/124 without; must add no FAIL);

@@ -1,5 +1,5 @@
 # Issue 28, seventeenth round: item 2, fast's one-row step as four kernels a layer
-# (BATCHLAB_FAST_CHAIN=1: engine/kernels/row_chain.py, engine/paths/chain_decode.py).
+# (BATCHLAB_FAST_CHAIN=1: engine/kernels/row_chain.py, engine/paths/fast/chain_decode.py).
 #   1. chain_probe.py kernels / time / fast: each kernel against float32 and against MLX's
 #      ops, their time, and fast at B=1 with the chain against fast without it; then
 #      llama-3.2-1b B=1 benches, the chain on / off interleaved (generate_step in each);

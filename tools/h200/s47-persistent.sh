@@ -1,6 +1,6 @@
 # Issue 28, eighteenth round: item 2, fast's one-row step as one persistent kernel for all
 # the layers (BATCHLAB_FAST_PERSISTENT=1: engine/kernels/row_step.py,
-# engine/paths/persistent_decode.py).
+# engine/paths/fast/persistent_decode.py).
 #   1. row_step_probe.py fast (the kernel against fast without it, twice), then time;
 #   4. llama-3.2-1b B=1 benches, the kernel on / off / on (generate_step in each);
 #   2. qwen3-0.6b and llama-3.1-8b B=1 benches on / off; the CUDA gate's fast B=1 cells

@@ -26,7 +26,7 @@ import mlx.core as mx
 from batchlab.cells.select import select
 from batchlab.cells.spec import load_matrix
 from batchlab.defaults import PROJECT_ROOT
-from batchlab.engine.paths import flat_decode
+from batchlab.engine.paths.fast import flat_decode
 from batchlab.matrix.evaluate import Reference, evaluate_cell
 from batchlab.selftest.catalog import select_bugs
 from batchlab.selftest.inject import applied, wrapped

@@ -335,7 +335,7 @@ def seal_hash_unchained():
 # 16. The fast path drops its decode mask when SOME row is unpadded (min padding 0), not
 # when every row is.
 def fast_mask_min_padding():
-    from batchlab.engine.paths.fast import UnmaskedDecodeKV
+    from batchlab.engine.paths.fast.path import UnmaskedDecodeKV
 
     orig = UnmaskedDecodeKV.make_mask
 

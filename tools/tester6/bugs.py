@@ -110,7 +110,7 @@ def fused_memo_shape():
     """The fused q/k/v (gate/up) group's product is memoized on the input's SHAPE instead of
     its identity: the same layer's next one-row decode step (same shape) reuses the stale
     product of the step before."""
-    from batchlab.engine.paths import fused_projections as fp
+    from batchlab.engine.paths.fast import fused_projections as fp
 
     def product(self, x):
         if self.last_x is None or tuple(x.shape) != tuple(self.last_x.shape):
@@ -130,7 +130,7 @@ def flat_query_rope_after_update():
     """flat_decode's attention (multi-row / qwen3 branch) rotates the queries after
     ``cache.update_and_fetch``, which has already advanced the offsets: queries sit one
     position ahead of their keys."""
-    from batchlab.engine.paths import flat_decode, fused_projections
+    from batchlab.engine.paths.fast import flat_decode, fused_projections
 
     def _attention(attn, x, mask, cache, attention, head_norms):
         rows = x.shape[0]
@@ -514,8 +514,8 @@ def fast_one_row_fuses_biased():
     """FastScheduler's one-row step enters ``fused(ONE_ROW_GROUPS, biased=True)``: biased
     q/k/v groups (gpt-oss) then take one ``addmm`` over the concatenated weights, whose
     rounding is not the separate projection plus bias."""
-    from batchlab.engine.paths import fast
-    from batchlab.engine.paths.fused_projections import ONE_ROW_GROUPS, fused
+    from batchlab.engine.paths.fast import path as fast
+    from batchlab.engine.paths.fast.fused_projections import ONE_ROW_GROUPS, fused
 
     original = fast.FastScheduler.__dict__["_decode_logprobs"]
 
@@ -615,7 +615,7 @@ def flat_one_rope_ignores_head_norms():
     """flat_decode's attention takes the one-row fused q|k slice (one RoPE call) whenever a
     step has one row, dropping ``head_norms or``: on qwen3 the queries and keys are then
     rotated without their q_norm / k_norm."""
-    from batchlab.engine.paths import flat_decode, fused_projections
+    from batchlab.engine.paths.fast import flat_decode, fused_projections
 
     def _attention(attn, x, mask, cache, attention, head_norms):
         rows = x.shape[0]

@@ -28,7 +28,7 @@ from mlx import nn
 
 from batchlab.engine.core.scheduler import Scheduler
 from batchlab.engine.paths.compiled import CompiledScheduler, unsupported_reason
-from batchlab.engine.paths.fast import FastScheduler
+from batchlab.engine.paths.fast.path import FastScheduler
 from batchlab.engine.paths.invariant.path import (
     BlockedInvariantScheduler,
     InvariantScheduler,

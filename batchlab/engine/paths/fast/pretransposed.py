@@ -23,7 +23,7 @@ import copy
 import mlx.core as mx
 from mlx import nn
 
-from batchlab.engine.paths.module_clone import cloned
+from batchlab.engine.paths.fast.module_clone import cloned
 
 PRETRANSPOSE_ENV = "BATCHLAB_FAST_PRETRANSPOSE"
 

@@ -24,7 +24,7 @@ from mlx import nn
 
 from batchlab.engine.kernels import row_chain
 from batchlab.engine.kernels.decode_streams import scale_array
-from batchlab.engine.paths import flat_decode
+from batchlab.engine.paths.fast import flat_decode
 
 PROJECTIONS = (("self_attn", "q_proj"), ("self_attn", "k_proj"), ("self_attn", "v_proj"),
                ("self_attn", "o_proj"), ("mlp", "gate_proj"), ("mlp", "up_proj"),

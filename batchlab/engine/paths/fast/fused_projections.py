@@ -37,7 +37,7 @@ import mlx.core as mx
 from mlx import nn
 
 from batchlab.backend import on_cuda
-from batchlab.engine.paths.module_clone import cloned
+from batchlab.engine.paths.fast.module_clone import cloned
 
 QKV = ("q_proj", "k_proj", "v_proj")
 GATE_UP = ("gate_proj", "up_proj")

@@ -26,7 +26,7 @@ from mlx import nn
 
 from batchlab.engine.caches.kv import BatchKV
 from batchlab.engine.kernels import row_chain, row_step
-from batchlab.engine.paths import chain_decode, flat_decode
+from batchlab.engine.paths.fast import chain_decode, flat_decode
 
 PERSISTENT_ENV = "BATCHLAB_FAST_PERSISTENT"
 # The layers' weight bytes up to which the kernel runs by default. Its phases are bound by

@@ -34,7 +34,7 @@ import sys
 import mlx.core as mx
 from mlx import nn
 
-from batchlab.engine.paths import fused_projections
+from batchlab.engine.paths.fast import fused_projections
 
 # mlx-lm's model modules whose decode this forward reproduces, and whether their
 # attention normalises each head's queries and keys (qwen3's q_norm / k_norm)

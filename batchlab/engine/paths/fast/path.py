@@ -65,15 +65,15 @@ from batchlab.engine.core.factory import BatchCaches
 from batchlab.engine.core.sampler import GREEDY, SamplingParams
 from batchlab.engine.core.scheduler import Scheduler, log_softmax
 from batchlab.engine.kernels.attention_dispatch import install_dispatch
-from batchlab.engine.paths import chain_decode, flat_decode, persistent_decode
-from batchlab.engine.paths.fused_projections import (
+from batchlab.engine.paths.fast import chain_decode, flat_decode, persistent_decode
+from batchlab.engine.paths.fast.fused_projections import (
     ONE_ROW_GROUPS,
     QKV,
     fused,
     fused_model,
     one_row_products_exact,
 )
-from batchlab.engine.paths.pretransposed import PRETRANSPOSE_ENV, pretransposed_model
+from batchlab.engine.paths.fast.pretransposed import PRETRANSPOSE_ENV, pretransposed_model
 
 CHAIN_ENV = "BATCHLAB_FAST_CHAIN"  # one row's layer as four kernels (chain_decode.py)
 FUSE_MIN_ROWS = 64  # BATCHLAB_FAST_FUSE=1's q/k/v GEMM: a wide one fills the device
