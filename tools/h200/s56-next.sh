@@ -17,6 +17,10 @@
 #   6. item 1's remaining 10-13%: Nsight Compute over one llama-3.1-8b B=256 step of the
 #      invariant path and one of l1, kernel by kernel (the row GEMM against MLX's GEMMs,
 #      the row attention against MLX's SDPA).
+#   7. item 1: the class-warp kernel's two new shapes (CANDIDATE_CLASS_WARPS 9 and 10:
+#      64 x 128 and 128 x 64 on 16 warps, 122 / 126 registers offline) in the sweep at
+#      128 and 256 rows on 8B's shapes (SWEEP SAME must say yes), then 8B B=256 l1 /
+#      invariant with each and with the default (64 x 128 on 8 warps), interleaved.
 # Run as: bash tools/h200/s56-next.sh N [env] (after staging; bench-lib's environment)
 set -u
 R=$OUT/n$1 TAG=n$1
@@ -52,4 +56,12 @@ PY
 5) ncu_step 1b-fast - llama-3.2-1b 1 fast 3 120 ;;
 6) ncu_step 8b-inv - llama-3.1-8b 256 invariant 2 280
    ncu_step 8b-l1 - llama-3.1-8b 256 l1 2 280 ;;
+7) SWEEP_MS=128,256 SWEEP_SHAPES=4096x4096,4096x1024,4096x14336,14336x4096 timeout 300 \
+     python3 tools/h200/row_gemm_sweep.py > $R/sweep.log 2>&1
+   echo "== sweep: exit $?"; grep -E "SAME|best #|  M=256:" $R/sweep.log | head -30; pack
+   for i in 1 2; do
+     bench 8b-def-$i - llama-3.1-8b 256 l1,invariant 2 150
+     bench 8b-cw9-$i BATCHLAB_ROW_GEMM_CLASS_WARPS=9 llama-3.1-8b 256 l1,invariant 2 150
+     bench 8b-cw10-$i BATCHLAB_ROW_GEMM_CLASS_WARPS=10 llama-3.1-8b 256 l1,invariant 2 150
+   done ;;
 esac

@@ -682,7 +682,13 @@ CANDIDATE_CLASS_WARPS = (
     TiledShape(wm=1, wn=1, mt=4, nf=4, stages=3, min_blocks=3, class_warps=True),
     TiledShape(wm=1, wn=1, mt=2, nf=8, stages=4, min_blocks=2, class_warps=True),
     TiledShape(wm=1, wn=2, mt=2, nf=8, stages=3, class_warps=True),
-    TiledShape(wm=1, wn=2, mt=4, nf=8, stages=3, class_warps=True))
+    TiledShape(wm=1, wn=2, mt=4, nf=8, stages=3, class_warps=True),
+    # the 64 x 128 and 128 x 64 tiles on twice the warps, each a quarter of the
+    # accumulators of the shape above: Nsight found that shape bound by latency with
+    # too few warps an SM (registers and spills offline: reports/bench/cuda-sm90/
+    # issue28-stream/, "Prepared for the next device session")
+    TiledShape(wm=1, wn=4, mt=4, nf=4, stages=3, class_warps=True),
+    TiledShape(wm=2, wn=2, mt=4, nf=4, stages=3, class_warps=True))
 CANDIDATE_TILED = (
     TiledShape(wm=4, wn=2, mt=2, nf=4, stages=4, ks=4),
     TiledShape(wm=4, wn=2, mt=2, nf=4, stages=4, min_blocks=2),
