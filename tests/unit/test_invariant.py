@@ -474,8 +474,8 @@ def test_above_16_rows_the_class_warp_kernel_runs_unless_told_otherwise(monkeypa
     monkeypatch.setenv(rg.CLASS_WARPS_ENV, "1,3")
     assert rg._shape(65, 512, True) == rg.CANDIDATE_CLASS_WARPS[0]
     assert rg._shape(64, 512, False) == rg.CANDIDATE_CLASS_WARPS[2]
-    for bad in ("x", "9", "0,1", "1,2,3", ""):
-        with pytest.raises(ValueError, match="give 0 .* a candidate 1-8"):
+    for bad in ("x", "11", "0,1", "1,2,3", ""):
+        with pytest.raises(ValueError, match="give 0 .* a candidate 1-10"):
             rg.class_warps_choice(bad)
     square = rg.TiledShape(wm=1, wn=1, mt=4, nf=8, stages=3, class_warps=True)
     assert square.threads == 128 and square.tile == (64, 64)
