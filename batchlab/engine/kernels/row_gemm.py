@@ -683,10 +683,10 @@ CANDIDATE_CLASS_WARPS = (
     TiledShape(wm=1, wn=1, mt=2, nf=8, stages=4, min_blocks=2, class_warps=True),
     TiledShape(wm=1, wn=2, mt=2, nf=8, stages=3, class_warps=True),
     TiledShape(wm=1, wn=2, mt=4, nf=8, stages=3, class_warps=True),
-    # the 64 x 128 and 128 x 64 tiles on twice the warps, each a quarter of the
-    # accumulators of the shape above: Nsight found that shape bound by latency with
-    # too few warps an SM (registers and spills offline: reports/bench/cuda-sm90/
-    # issue28-stream/, "Prepared for the next device session")
+    # the 64 x 128 and 128 x 64 tiles on 16 warps, each warp half the accumulators of
+    # the shape above: Nsight found the class-warp kernel bound by latency with too few
+    # warps an SM (64 x 64 tiles, issue28-class-warps/); registers and spills offline:
+    # reports/bench/cuda-sm90/issue28-stream/ ("Twenty-fourth round")
     TiledShape(wm=1, wn=4, mt=4, nf=4, stages=3, class_warps=True),
     TiledShape(wm=2, wn=2, mt=4, nf=4, stages=3, class_warps=True))
 CANDIDATE_TILED = (
