@@ -19,8 +19,12 @@
 #      the row attention against MLX's SDPA).
 #   7. item 1: the class-warp kernel's two new shapes (CANDIDATE_CLASS_WARPS 9 and 10:
 #      64 x 128 and 128 x 64 on 16 warps, 122 / 126 registers offline) in the sweep at
-#      128 and 256 rows on 8B's shapes (SWEEP SAME must say yes), then 8B B=256 l1 /
-#      invariant with each and with the default (64 x 128 on 8 warps), interleaved.
+#      128 and 256 rows on 8B's shapes (SWEEP SAME must say yes);
+#   8. then, if one beats the default in the sweep's step sums, 8B B=256 l1 / invariant
+#      with it ($2: 9 or 10) and with the default (64 x 128 on 8 warps), interleaved.
+# Device time: ~1800 s a session does not hold all eight (7 alone ~300 s, 8 ~450 s).
+# In order of what they settle: 1 (the break on purpose), 7 then 8 (item 1), 2 then 3
+# (item 2), 4 (the table), 6, 5.
 # Run as: bash tools/h200/s56-next.sh N [env] (after staging; bench-lib's environment)
 set -u
 R=$OUT/n$1 TAG=n$1
@@ -58,10 +62,8 @@ PY
    ncu_step 8b-l1 - llama-3.1-8b 256 l1 2 280 ;;
 7) SWEEP_MS=128,256 SWEEP_SHAPES=4096x4096,4096x1024,4096x14336,14336x4096 timeout 300 \
      python3 tools/h200/row_gemm_sweep.py > $R/sweep.log 2>&1
-   echo "== sweep: exit $?"; grep -E "SAME|best #|  M=256:" $R/sweep.log | head -30; pack
-   for i in 1 2; do
-     bench 8b-def-$i - llama-3.1-8b 256 l1,invariant 2 150
-     bench 8b-cw9-$i BATCHLAB_ROW_GEMM_CLASS_WARPS=9 llama-3.1-8b 256 l1,invariant 2 150
-     bench 8b-cw10-$i BATCHLAB_ROW_GEMM_CLASS_WARPS=10 llama-3.1-8b 256 l1,invariant 2 150
-   done ;;
+   echo "== sweep: exit $?"; grep -E "SAME|best #|  M=256:" $R/sweep.log | head -30; pack ;;
+8) bench 8b-def-1 - llama-3.1-8b 256 l1,invariant 2 150
+   bench 8b-cw$2 BATCHLAB_ROW_GEMM_CLASS_WARPS=$2 llama-3.1-8b 256 l1,invariant 2 150
+   bench 8b-def-2 - llama-3.1-8b 256 l1,invariant 2 150 ;;
 esac
