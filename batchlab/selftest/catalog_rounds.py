@@ -19,6 +19,7 @@ from batchlab.selftest import (
     tester4_bugs,
     tester5_bugs,
     tester6_bugs,
+    tester7_bugs,
     tester_bugs,
     zoo2_bugs,
     zoo3_bugs,
@@ -284,6 +285,24 @@ ROUND_BUGS: tuple[SeededBug, ...] = (
          "rule: in blocked mode a model whose layers are not all RowKV prefills each "
          "prompt alone (engine/paths/invariant/path.py InvariantScheduler.__init__); no "
          "rwkv7 cell ran blocked before the tester's padded-sampled-row cell"),
+    # -- the outside tester's seventh round: its misses, closed (reports/gate/outside-tester-r7/)
+    _bug("history-merged-like-first-layer", "kvmix/*/explicit/kv-history/*",
+         tester7_bugs.history_merged_like_first_layer,
+         "rule: history rows are merged with each layer's own quantization "
+         "(engine/paths/quantized/caches.py QuantizedCaches.merged); no kvmix cell had "
+         "history before the tester's kv-history cells", caught_as="ERROR"),
+    _bug("history-merged-at-default-group", "kv*-g32/*/explicit/kv-history/*",
+         tester7_bugs.history_merged_at_default_group,
+         "rule: the merge keeps the scheme's group size (engine/paths/quantized/caches.py "
+         "QuantizedCaches.merged); no group-32 cell had history before the tester's "
+         "kv-history cells", caught_as="ERROR"),
+    _bug("invariant-processors-dropped",
+         "invariant/llama/B3/ragged/static/ctx-short/lp-*,"
+         "invariant-blocked/llama/B3/ragged/static/ctx-short/lp-*",
+         tester7_bugs.invariant_processors_dropped,
+         "rule: the invariant path's processed forward runs the processors "
+         "(engine/paths/invariant/path.py _processed_logprobs); no invariant cell had "
+         "logits processors before the tester's cells"),
     # -- the zoo's multi-head latent attention models (zoo2): the row kernels and MLA
     _bug("invariant-rows-drop-latent-scores",
          "invariant-blocked/kimi-linear/B3/ragged/join-evict/*,"
