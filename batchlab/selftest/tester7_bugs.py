@@ -24,34 +24,30 @@ from batchlab.engine.paths.quantized.kv import KVQuant
 from batchlab.selftest.inject import Patch, wrapped
 
 
-def history_merged_like_first_layer() -> list[Patch]:
-    """History rows merged into a quantized batch with the first layer's quantization
-    for every layer: kvmix quantizes its layers at other bits, so a later layer's history
-    is packed at the wrong width (a crash at the join)."""
+def _merged_with(replan) -> list[Patch]:
+    """``QuantizedCaches.merged`` run with its plan replaced by ``replan(plan)``."""
 
     def make(clean):
         def merged(self, model, per_row):
-            uniform = dataclasses.replace(self, plan=(self.plan[0],) * len(self.plan))
-            return clean(uniform, model, per_row)
+            return clean(dataclasses.replace(self, plan=replan(self.plan)), model, per_row)
 
         return merged
 
     return [wrapped(QuantizedCaches, "merged", make)]
+
+
+def history_merged_like_first_layer() -> list[Patch]:
+    """History rows merged into a quantized batch with the first layer's quantization
+    for every layer: kvmix quantizes its layers at other bits, so a later layer's history
+    is packed at the wrong width (a crash at the join)."""
+    return _merged_with(lambda plan: (plan[0],) * len(plan))
 
 
 def history_merged_at_default_group() -> list[Patch]:
     """History rows merged into a quantized batch with each layer's quantization rebuilt
     from its bits and start alone: the group size falls back to 64, so a group-32
     scheme's history rows are packed at group 64 (a crash at the join)."""
-
-    def make(clean):
-        def merged(self, model, per_row):
-            plan = tuple(KVQuant(bits=q.bits, start=q.start) for q in self.plan)
-            return clean(dataclasses.replace(self, plan=plan), model, per_row)
-
-        return merged
-
-    return [wrapped(QuantizedCaches, "merged", make)]
+    return _merged_with(lambda plan: tuple(KVQuant(bits=q.bits, start=q.start) for q in plan))
 
 
 def invariant_processors_dropped() -> list[Patch]:
